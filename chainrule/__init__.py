@@ -1,0 +1,38 @@
+"""chainrule: PyTorch's autograd semantics and JAX's function transforms, on NumPy.
+
+>>> import chainrule as cr
+>>> x = cr.tensor([1.0, 2.0, 3.0], requires_grad=True)
+>>> y = (cr.tanh(x) * x).sum()
+>>> y.backward()
+>>> x.grad.shape
+(3,)
+"""
+from .tensor import Tensor, as_tensor, tensor  # noqa: I001  (Tensor first: ops bind to it)
+from . import autograd, ops
+from ._dtypes import (bfloat16, bool_, float8_e4m3fn, float8_e5m2, float16, float32, float64,
+                      get_default_dtype, int32, int64, set_default_dtype)
+from .autograd import forward as forward_ad
+from .autograd.anomaly import AnomalyError, detect_anomaly
+from .autograd.function import Function, FunctionCtx
+from .creation import arange, empty, eye, full, linspace, ones, zeros
+from .errors import ChainruleError, DTypeError, GradcheckError, GraphError, ShapeError
+from .gradcheck import NonDifferentiablePointError, gradcheck, gradgradcheck
+from .grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
+from .ops import (PRIMITIVES, abs, absolute, add, amax, amin, arccos, arccosh, arcsin, arcsinh,
+                  arctan, arctan2, arctanh, argmax, argmin, argsort, around, array_split, astype,
+                  atleast_1d, atleast_2d, average, broadcast_to, cbrt, ceil, cholesky, clip,
+                  concatenate, copy, cos, cosh, cumprod, cumsum, det, diagonal, divide, dot, einsum, equal,
+                  erf, exp, exp2, expand_dims, expm1, flatten, flip, floor, fmax, fmin, gelu,
+                  greater, greater_equal, hstack, hypot, inner, inv, isfinite, isinf, isnan, less,
+                  less_equal, linalg, log, log1p, log2, log10, log_softmax, logaddexp, logical_and,
+                  logical_not, logical_or, logsumexp, matmul, max, maximum, mean, min, minimum, mod,
+                  moveaxis, multiply, negative, nonzero, norm, not_equal, ones_like, outer, pad,
+                  permute_dims, pow, power, prod, ravel, reciprocal, relu, remainder, repeat,
+                  reshape, roll, round, sigmoid, sign, sin, sinh, slogdet, softmax, softplus, solve,
+                  sort, split, sqrt, square, squeeze, stack, std, subtract, sum, swapaxes, take,
+                  take_along_axis, tan, tanh, tensordot, tile, trace, transpose, tril, triu,
+                  true_divide, var, vdot, vstack, where, zeros_like)
+
+__version__ = "0.1.0"
+
+__all__ = [name for name in dir() if not name.startswith("_")]

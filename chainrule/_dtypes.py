@@ -1,0 +1,49 @@
+"""Dtype names, the default dtype for Python data, and the accumulation-dtype rule."""
+from __future__ import annotations
+
+from ._backend import ml_dtypes, np
+
+float16 = np.dtype(np.float16)
+float32 = np.dtype(np.float32)
+float64 = np.dtype(np.float64)
+bfloat16 = np.dtype(ml_dtypes.bfloat16)
+float8_e4m3fn = np.dtype(ml_dtypes.float8_e4m3fn)
+float8_e5m2 = np.dtype(ml_dtypes.float8_e5m2)
+int32 = np.dtype(np.int32)
+int64 = np.dtype(np.int64)
+bool_ = np.dtype(np.bool_)
+
+LOW_PRECISION = frozenset({float16, bfloat16, float8_e4m3fn, float8_e5m2})
+_FLOATS = frozenset({float16, float32, float64, bfloat16, float8_e4m3fn, float8_e5m2,
+                     np.dtype(np.complex64), np.dtype(np.complex128)})
+
+_default = [float32]
+
+
+def set_default_dtype(dtype: object) -> None:
+    """Set the dtype that Python floats become (float32 unless changed).
+
+    >>> import chainrule as cr
+    >>> cr.set_default_dtype(cr.float64); cr.tensor([1.0]).dtype
+    dtype('float64')
+    >>> cr.set_default_dtype(cr.float32)
+    """
+    d = np.dtype(dtype)
+    if d not in _FLOATS:
+        raise TypeError(f"set_default_dtype: {d} is not a floating dtype; use float32 or float64")
+    _default[0] = d
+
+
+def get_default_dtype() -> np.dtype:
+    """Return the dtype that Python floats become."""
+    return _default[0]
+
+
+def is_floating(dtype: np.dtype) -> bool:
+    """True for dtypes that can carry gradients (real and complex floats, incl. bfloat16/FP8)."""
+    return dtype in _FLOATS
+
+
+def accum_dtype(dtype: np.dtype) -> np.dtype:
+    """Dtype that sums and products of ``dtype`` values accumulate in (float32 for 16/8-bit floats)."""
+    return float32 if dtype in LOW_PRECISION else dtype

@@ -1,0 +1,268 @@
+"""The reverse pass: order the graph, run each node's VJP once, accumulate, free. Knows no ops."""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from .._backend import np
+from ..errors import GraphError, ShapeError
+from ..grad_mode import STATE
+
+
+def backward(outputs: Sequence[Any], grad_outputs: Sequence[Any] | None, retain_graph: bool | None,
+             create_graph: bool, inputs: Sequence[Any] | None = None) -> None:
+    """Accumulate gradients of ``outputs`` into the ``.grad`` of leaves (or of ``inputs`` only)."""
+    roots = _roots(outputs, grad_outputs, create_graph, "backward")
+    if retain_graph is None:
+        retain_graph = create_graph
+    targets = None
+    if inputs is not None:
+        inputs = [inputs] if isinstance(inputs, _Tensor) else list(inputs)
+        targets = {t._edge(): t for t in inputs}
+    captured = run(roots, retain_graph, create_graph, targets, accumulate=True)
+    for edge, g in captured.items():          # non-leaf inputs= get their .grad like leaves do
+        t = targets[edge]
+        if t.grad_fn is not None:
+            g = g if isinstance(g, _Tensor) else _wrap(g)
+            t.grad = g if t.grad is None else t.grad + g
+
+
+def grad(outputs: Any, inputs: Any, grad_outputs: Any = None, retain_graph: bool | None = None,
+         create_graph: bool = False, allow_unused: bool = False) -> tuple:
+    """Return the gradients of ``outputs`` with respect to ``inputs`` (nothing is accumulated).
+
+    >>> import chainrule as cr
+    >>> x = cr.tensor(2.0, requires_grad=True)
+    >>> cr.autograd.grad(x ** 3, x)
+    (tensor(12.),)
+    """
+    single = isinstance(outputs, _Tensor)
+    outputs = [outputs] if single else list(outputs)
+    if grad_outputs is not None and isinstance(grad_outputs, (_Tensor, np.ndarray)):
+        grad_outputs = [grad_outputs]
+    inputs = [inputs] if isinstance(inputs, _Tensor) else list(inputs)
+    for i, x in enumerate(inputs):
+        if not isinstance(x, _Tensor) or not x.requires_grad:
+            raise GraphError(f"autograd.grad: input {i} does not require grad; create it with "
+                             f"requires_grad=True (or call .requires_grad_())")
+    roots = _roots(outputs, grad_outputs, create_graph, "autograd.grad")
+    if retain_graph is None:
+        retain_graph = create_graph
+    targets = {x._edge(): x for x in inputs}
+    captured = run(roots, retain_graph, create_graph, targets, accumulate=False)
+    result = []
+    for i, x in enumerate(inputs):
+        g = captured.get(x._edge())
+        if g is None:
+            if not allow_unused:
+                raise GraphError(f"autograd.grad: input {i} (shape {x.shape}) was not used to compute "
+                                 f"the outputs; pass allow_unused=True to get None for it")
+            result.append(None)
+            continue
+        if not isinstance(g, _Tensor):
+            g = _wrap(g)
+        elif not create_graph:
+            g = g.detach()
+        result.append(g)
+    return tuple(result)
+
+
+def _roots(outputs: list, grad_outputs: Any, create_graph: bool, who: str) -> list:
+    if grad_outputs is not None and len(grad_outputs) != len(outputs):
+        raise ShapeError(f"{who}: got {len(outputs)} outputs but {len(grad_outputs)} grad_outputs")
+    roots = []
+    for i, out in enumerate(outputs):
+        if not out.requires_grad:
+            raise GraphError(f"{who}: output {i} does not require grad and has no grad_fn; make sure "
+                             f"an input has requires_grad=True and the computation did not run "
+                             f"under cr.no_grad()")
+        g = None if grad_outputs is None else grad_outputs[i]
+        if g is None:
+            if out.data.size != 1:
+                raise GraphError(f"{who}: grad can be implicitly created only for scalar outputs, but "
+                                 f"output {i} has shape {out.shape}; pass gradient= (a tensor of that "
+                                 f"shape), or reduce the output first (e.g. .sum())")
+            g = np.ones_like(out.data)
+        else:
+            gd = g.data if isinstance(g, _Tensor) else np.asarray(g, dtype=out.dtype)
+            if gd.shape != out.shape:
+                raise ShapeError(f"{who}: gradient has shape {gd.shape} but output {i} has shape "
+                                 f"{out.shape}; they must match")
+            if not (create_graph and isinstance(g, _Tensor)):
+                g = gd
+        roots.append((out._edge(), g))
+    return roots
+
+
+def run(roots: list, retain_graph: bool, create_graph: bool, targets: dict | None,
+        accumulate: bool) -> dict:
+    """Process every node reachable from ``roots`` once, in dependency order.
+
+    ``targets`` maps edges to tensors whose gradient is wanted: with ``accumulate`` False their
+    cotangents are returned and nothing else is run past them; with True only they accumulate.
+    """
+    st = STATE
+    tensor_mode = create_graph or bool(st.fw_levels) or bool(st.observers)
+    deps: dict = {}
+    stack = []
+    for (node, _), _g in roots:
+        if node not in deps:
+            deps[node] = 0
+            stack.append(node)
+    while stack:
+        node = stack.pop()
+        for edge in node.edges:
+            if edge is not None:
+                child = edge[0]
+                if child in deps:
+                    deps[child] += 1
+                else:
+                    deps[child] = 1
+                    stack.append(child)
+    needed = _needed(deps, targets) if targets is not None else None
+
+    pending: dict = {}
+    for edge, g in roots:
+        if tensor_mode and not isinstance(g, _Tensor):
+            g = _wrap(g)
+        _add(pending, edge, g)
+    ready = [node for node in {e[0]: None for e, _ in roots} if deps[node] == 0]
+    captured: dict = {}
+    stored: set = set()
+    prev_grad, prev_in_bw = st.grad_enabled, st.in_backward
+    st.grad_enabled, st.in_backward = create_graph, True
+    try:
+        while ready:
+            node = ready.pop()
+            g = pending.pop(node, None)
+            if g is not None and node.pre_hooks:
+                g = _run_hooks(node, g, tensor_mode)
+            if targets is not None:
+                for nr in range(len(node.metas)):
+                    t = targets.get((node, nr))
+                    if t is not None and g is not None:
+                        captured[(node, nr)] = g[nr] if type(g) is list else g
+            is_acc = node.edges == ()
+            if is_acc:
+                if g is not None and accumulate and (targets is None or node in needed):
+                    node.accumulate(g, create_graph, stored)
+                continue
+            run_rule = g is not None and (needed is None or node in needed)
+            if run_rule and not accumulate and (node, 0) in targets and len(node.metas) == 1 \
+                    and not _upstream_target(node, needed):
+                run_rule = False
+            if run_rule:
+                grads = node.vjp(g, tensor_mode)
+                if st.anomaly:
+                    _anomaly.check_backward(node, grads)
+                for edge, gi in zip(node.edges, grads):
+                    if edge is None:
+                        continue
+                    child = edge[0]
+                    if gi is not None:
+                        _add(pending, edge, _fit(gi, edge, node, tensor_mode))
+                    deps[child] -= 1
+                    if deps[child] == 0:
+                        ready.append(child)
+            else:
+                for edge in node.edges:
+                    if edge is not None:
+                        child = edge[0]
+                        deps[child] -= 1
+                        if deps[child] == 0:
+                            ready.append(child)
+            if run_rule and not retain_graph:
+                node.release()
+    finally:
+        st.grad_enabled, st.in_backward = prev_grad, prev_in_bw
+    return captured
+
+
+def _add(pending: dict, edge: tuple, g: Any) -> None:
+    node, nr = edge
+    if len(node.metas) == 1:
+        old = pending.get(node)
+        pending[node] = g if old is None else old + g
+        return
+    slots = pending.get(node)
+    if slots is None:
+        slots = pending[node] = [None] * len(node.metas)
+    slots[nr] = g if slots[nr] is None else slots[nr] + g
+
+
+def _fit(g: Any, edge: tuple, consumer: Any, tensor_mode: bool) -> Any:
+    """Sum ``g`` to the shape of the value it is a gradient of and cast it to that dtype. Only here."""
+    shape, dtype = edge[0].metas[edge[1]]
+    if tensor_mode and not isinstance(g, _Tensor):
+        g = _wrap(np.asarray(g))
+    gshape = g.shape
+    if gshape != shape:
+        try:
+            g = _shapes.sum_to(g, shape)
+        except ValueError:
+            raise ShapeError(f"{consumer.name} returned a gradient of shape {tuple(gshape)} for an "
+                             f"input of shape {shape}; a gradient must have the input's shape (or "
+                             f"broadcast to it)") from None
+    if g.dtype != dtype:
+        g = _ops.astype(g, dtype)
+    return g
+
+
+def _run_hooks(node: Any, g: Any, tensor_mode: bool) -> Any:
+    multi = type(g) is list
+    for nr, hooks in node.pre_hooks.items():
+        gi = g[nr] if multi else g
+        if gi is None:
+            continue
+        for fn in list(hooks):
+            arg = gi if isinstance(gi, _Tensor) else _wrap(gi)
+            res = fn(arg)
+            if res is not None:
+                if isinstance(res, _Tensor):
+                    gi = res if tensor_mode else res.data
+                else:
+                    gi = _wrap(np.asarray(res)) if tensor_mode else np.asarray(res)
+        if multi:
+            g[nr] = gi
+        else:
+            g = gi
+    return g
+
+
+def _needed(deps: dict, targets: dict) -> set:
+    """Nodes on some path from the roots to a target (the others need not run)."""
+    target_nodes = {edge[0] for edge in targets}
+    needed = set()
+    # post-order over the reachable subgraph, iteratively
+    order, seen = [], set()
+    for start in deps:
+        if start in seen:
+            continue
+        stack = [(start, iter(start.edges))]
+        seen.add(start)
+        while stack:
+            node, it = stack[-1]
+            advanced = False
+            for edge in it:
+                if edge is not None and edge[0] not in seen:
+                    seen.add(edge[0])
+                    stack.append((edge[0], iter(edge[0].edges)))
+                    advanced = True
+                    break
+            if not advanced:
+                stack.pop()
+                order.append(node)
+    for node in order:
+        if node in target_nodes or any(e is not None and e[0] in needed for e in node.edges):
+            needed.add(node)
+    return needed
+
+
+def _upstream_target(node: Any, needed: set) -> bool:
+    return any(e is not None and e[0] in needed for e in node.edges)
+
+
+from .. import ops as _ops  # noqa: E402
+from ..ops import _shapes  # noqa: E402
+from ..tensor import Tensor as _Tensor  # noqa: E402
+from ..tensor import wrap as _wrap  # noqa: E402
+from . import anomaly as _anomaly  # noqa: E402

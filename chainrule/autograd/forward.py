@@ -1,0 +1,146 @@
+"""True forward mode: tangents travel with primals through each primitive's JVP rule.
+
+Nothing is saved for a backward pass. Each ``dual_level`` gets a fresh id; a tensor carries at most
+one tangent per level in ``_tangents``. While the tangent of level L is computed, levels >= L are
+hidden, so a tangent of level L carries only tangents of outer levels (a tower of dual numbers):
+nested derivatives never mix (no perturbation confusion).
+"""
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+from ..errors import ShapeError
+from ..grad_mode import STATE
+
+_level_ids = itertools.count(1)
+
+
+def push_tangents(prim: Any, xs: tuple, params: dict, out: Any) -> None:
+    """Give ``out`` a tangent at every visible level that some input carries one at."""
+    st = STATE
+    active, visible = st.fw_levels, st.fw_visible
+    levels: set = set()
+    for x in xs:
+        if isinstance(x, Tensor) and x._tangents:
+            for level in x._tangents:
+                if level <= visible and level in active:
+                    levels.add(level)
+    if not levels:
+        return
+    if out._tangents is None:
+        out._tangents = {}
+    rules = prim.jvps
+    try:
+        for level in sorted(levels):
+            st.fw_visible = level - 1
+            tout = None
+            for i, x in enumerate(xs):
+                t = x._tangents.get(level) if isinstance(x, Tensor) and x._tangents else None
+                if t is None:
+                    continue
+                rule = rules[0 if prim.variadic else i]
+                if rule is None:
+                    continue
+                if prim.variadic:
+                    ti = rule(t, out, *xs, argnum=i, **params)
+                else:
+                    ti = rule(t, out, *xs, **params)
+                tout = ti if tout is None else tout + ti
+            if tout is not None:
+                out._tangents[level] = fit_tangent(tout, out, prim.name)
+    finally:
+        st.fw_visible = visible
+
+
+def fit_tangent(t: Any, out: Any, who: str) -> Any:
+    """Broadcast a tangent to its primal's shape and cast it to its dtype (the only place)."""
+    if not isinstance(t, Tensor):
+        t = wrap(t)
+    if t.shape != out.shape:
+        try:
+            t = _ops.broadcast_to(t, out.shape)
+        except ValueError:
+            raise ShapeError(f"{who}: tangent of shape {t.shape} does not fit the output's shape "
+                             f"{out.shape}") from None
+    if t.dtype != out.dtype:
+        t = _ops.astype(t, out.dtype)
+    return t
+
+
+class dual_level:
+    """Context manager that opens a forward-mode level (PyTorch's ``forward_ad.dual_level``).
+
+    >>> import chainrule as cr
+    >>> from chainrule import forward_ad as fwAD
+    >>> with fwAD.dual_level():
+    ...     x = fwAD.make_dual(cr.tensor(2.0), cr.tensor(1.0))
+    ...     fwAD.unpack_dual(x * x).tangent
+    tensor(4.)
+    """
+
+    def __enter__(self) -> int:
+        self.level = next(_level_ids)
+        STATE.fw_levels.append(self.level)
+        return self.level
+
+    def __exit__(self, *exc: object) -> None:
+        STATE.fw_levels.remove(self.level)
+
+
+def _current_level(level: int | None) -> int:
+    if level is not None:
+        return level
+    if not STATE.fw_levels:
+        raise RuntimeError("forward_ad: no dual level is active; use `with forward_ad.dual_level():`")
+    return STATE.fw_levels[-1]
+
+
+def make_dual(primal: Any, tangent: Any, level: int | None = None) -> Any:
+    """Return a view of ``primal`` that carries ``tangent`` at the current level."""
+    level = _current_level(level)
+    if not isinstance(primal, Tensor):
+        primal = Tensor(primal)
+    if not isinstance(tangent, Tensor):
+        tangent = Tensor(tangent)
+    if tangent.shape != primal.shape:
+        raise ShapeError(f"make_dual: tangent shape {tangent.shape} does not match primal shape "
+                         f"{primal.shape}")
+    if tangent.dtype != primal.dtype:
+        raise ShapeError(f"make_dual: tangent dtype {tangent.dtype} does not match primal dtype "
+                         f"{primal.dtype}; cast it with .astype({primal.dtype})")
+    dual = _ops.alias(primal)
+    if not isinstance(dual, Tensor):
+        dual = wrap(dual)
+    tangents = dict(dual._tangents or {})
+    tangents[level] = tangent
+    dual._tangents = tangents
+    return dual
+
+
+class UnpackedDual(tuple):
+    """(primal, tangent) with named fields, as returned by ``unpack_dual``."""
+
+    @property
+    def primal(self) -> Any:
+        return self[0]
+
+    @property
+    def tangent(self) -> Any:
+        return self[1]
+
+
+def unpack_dual(tensor: Any, level: int | None = None) -> UnpackedDual:
+    """Split a dual tensor into (primal, tangent) at the current level; tangent None if it has none."""
+    level = _current_level(level)
+    if not isinstance(tensor, Tensor) or not tensor._tangents or level not in tensor._tangents:
+        return UnpackedDual((tensor, None))
+    tangent = tensor._tangents[level]
+    primal = _ops.alias(tensor)
+    rest = {k: v for k, v in tensor._tangents.items() if k != level}
+    primal._tangents = rest or None
+    return UnpackedDual((primal, tangent))
+
+
+from .. import ops as _ops  # noqa: E402
+from ..tensor import Tensor, wrap  # noqa: E402

@@ -1,0 +1,190 @@
+"""Custom differentiable ops: subclass ``cr.Function`` with static ``forward``/``backward`` (and ``jvp``)."""
+from __future__ import annotations
+
+from typing import Any
+
+from .._backend import np
+from ..errors import GraphError
+from ..grad_mode import STATE, no_grad
+from .graph import _FREED
+
+
+class FunctionCtx:
+    """The ``ctx`` handed to a Function's forward, backward and jvp."""
+
+    def __init__(self) -> None:
+        self._saved: tuple = ()
+        self._versions: tuple = ()
+        self.needs_input_grad: tuple = ()
+        self.non_differentiable: set = set()
+
+    def save_for_backward(self, *tensors: Any) -> None:
+        """Keep tensors for backward; they are checked against in-place changes and freed after use."""
+        self._saved = tensors
+        self._versions = tuple(getattr(t, "_version", None) for t in tensors)
+        if STATE.observers:
+            for ob in STATE.observers:
+                ob.on_save_function(self)
+
+    @property
+    def saved_tensors(self) -> tuple:
+        if self._saved is _FREED:
+            raise GraphError("saved_tensors: the saved values were freed by a previous backward; pass "
+                             "retain_graph=True to backward if you need to run it twice")
+        for i, (t, v) in enumerate(zip(self._saved, self._versions)):
+            if v is not None and t._version != v:
+                raise GraphError(f"saved_tensors: saved tensor {i} (shape {t.shape}) was modified in "
+                                 f"place after it was saved (version {t._version}, expected {v})")
+        return self._saved
+
+    def mark_non_differentiable(self, *tensors: Any) -> None:
+        """Declare outputs that never carry a gradient (e.g. an argmax output)."""
+        self.non_differentiable.update(id(t) for t in tensors)
+
+
+class FunctionNode:
+    """The ``grad_fn`` of the outputs of a ``Function.apply`` call."""
+
+    __slots__ = ("fn_cls", "ctx", "edges", "metas", "pre_hooks", "extra", "arg_is_tensor", "__weakref__")
+
+    def __init__(self, fn_cls: type, ctx: FunctionCtx, edges: tuple, metas: tuple,
+                 arg_is_tensor: tuple) -> None:
+        self.fn_cls, self.ctx, self.edges, self.metas = fn_cls, ctx, edges, metas
+        self.arg_is_tensor = arg_is_tensor
+        self.pre_hooks = None
+        self.extra = None
+
+    @property
+    def name(self) -> str:
+        return f"{self.fn_cls.__name__}Backward"
+
+    @property
+    def next_functions(self) -> tuple:
+        return tuple(e if e is not None else (None, 0) for e in self.edges)
+
+    def __repr__(self) -> str:
+        return f"<{self.name}>"
+
+    from .graph import Node as _Node
+    add_pre_hook = _Node.add_pre_hook
+    del _Node
+
+    def vjp(self, g: Any, tensor_mode: bool) -> list:
+        gs = g if type(g) is list else [g]
+        gs = [_as_tensor(x) if x is not None else wrap(np.zeros(shape, dtype))
+              for x, (shape, dtype) in zip(gs, self.metas)]
+        result = self.fn_cls.backward(self.ctx, *gs)
+        if not isinstance(result, tuple):
+            result = (result,)
+        if len(result) != len(self.edges):
+            raise GraphError(f"{self.name}: backward returned {len(result)} gradients but forward took "
+                             f"{len(self.edges)} inputs; return one value (or None) per input")
+        out = []
+        for i, (edge, r) in enumerate(zip(self.edges, result)):
+            if edge is None or r is None:
+                out.append(None)
+                continue
+            if not isinstance(r, Tensor):
+                r = wrap(np.asarray(r))
+            out.append(r if tensor_mode else r.data)
+        return out
+
+    def release(self) -> None:
+        if self.ctx._saved:
+            self.ctx._saved = _FREED
+
+
+def _as_tensor(x: Any) -> Any:
+    return x if isinstance(x, Tensor) else wrap(np.asarray(x))
+
+
+class Function:
+    """Base class of custom ops; use ``MyFn.apply(*args)``.
+
+    >>> import chainrule as cr
+    >>> class Cube(cr.Function):
+    ...     @staticmethod
+    ...     def forward(ctx, x):
+    ...         ctx.save_for_backward(x)
+    ...         return x ** 3
+    ...     @staticmethod
+    ...     def backward(ctx, g):
+    ...         (x,) = ctx.saved_tensors
+    ...         return 3 * x ** 2 * g
+    >>> x = cr.tensor(2.0, requires_grad=True)
+    >>> Cube.apply(x).backward(); x.grad
+    tensor(12.)
+    """
+
+    @staticmethod
+    def forward(ctx: FunctionCtx, *args: Any, **kwargs: Any) -> Any:
+        raise GraphError("subclasses of cr.Function must define a static forward(ctx, ...)")
+
+    @staticmethod
+    def backward(ctx: FunctionCtx, *grads: Any) -> Any:
+        raise GraphError("subclasses of cr.Function must define a static backward(ctx, ...)")
+
+    @classmethod
+    def apply(cls, *args: Any, **kwargs: Any) -> Any:
+        ctx = FunctionCtx()
+        record = STATE.grad_enabled and any(isinstance(a, Tensor) and a.requires_grad for a in args)
+        ctx.needs_input_grad = tuple(isinstance(a, Tensor) and a.requires_grad for a in args)
+        with no_grad():
+            raw_out = cls.forward(ctx, *args, **kwargs)
+        single = not isinstance(raw_out, tuple)
+        outs = [raw_out] if single else list(raw_out)
+        results = []
+        for o in outs:
+            if isinstance(o, Tensor):
+                t = wrap(o.data)
+            elif isinstance(o, (np.ndarray, np.generic, float, int)):
+                t = wrap(np.asarray(o))
+            else:
+                t = o
+            results.append(t)
+        if record:
+            edges = tuple(a._edge() if isinstance(a, Tensor) and a.requires_grad else None for a in args)
+            metas = tuple((r.shape, r.dtype) if isinstance(r, Tensor) else ((), np.dtype(np.float64))
+                          for r in results)
+            node = FunctionNode(cls, ctx, edges, metas, tuple(isinstance(a, Tensor) for a in args))
+            for nr, (r, o) in enumerate(zip(results, outs)):
+                if isinstance(r, Tensor) and id(o) not in ctx.non_differentiable \
+                        and r.dtype.kind in "fcV":
+                    r.grad_fn, r._nr, r._requires_grad = node, nr, True
+        if STATE.fw_levels:
+            _function_jvp(cls, ctx, args, results)
+        return results[0] if single else tuple(results)
+
+
+def _function_jvp(cls: type, ctx: FunctionCtx, args: tuple, results: list) -> None:
+    st = STATE
+    levels = sorted({lv for a in args if isinstance(a, Tensor) and a._tangents
+                     for lv in a._tangents if lv in st.fw_levels and lv <= st.fw_visible})
+    if not levels:
+        return
+    if getattr(cls, "jvp", None) is None:
+        raise GraphError(f"{cls.__name__}: this Function is used under forward mode (jvp / "
+                         f"forward_ad) but defines no jvp(ctx, *tangents); add a static jvp method")
+    visible = st.fw_visible
+    try:
+        for level in levels:
+            st.fw_visible = level - 1
+            tangents = [a._tangents.get(level) if isinstance(a, Tensor) and a._tangents
+                        and level in a._tangents
+                        else (zeros_like(a) if isinstance(a, Tensor) else None) for a in args]
+            touts = cls.jvp(ctx, *tangents)
+            touts = touts if isinstance(touts, tuple) else (touts,)
+            for r, t in zip(results, touts):
+                if isinstance(r, Tensor) and t is not None:
+                    if r._tangents is None:
+                        r._tangents = {}
+                    r._tangents[level] = fit_tangent(t, r, cls.__name__)
+    finally:
+        st.fw_visible = visible
+
+
+Function.jvp = None  # type: ignore[attr-defined]  # optional: define a static jvp(ctx, *tangents)
+
+from ..ops import zeros_like  # noqa: E402
+from ..tensor import Tensor, wrap  # noqa: E402
+from .forward import fit_tangent  # noqa: E402

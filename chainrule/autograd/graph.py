@@ -1,0 +1,249 @@
+"""Graph nodes: one ``Node`` per recorded op, one ``AccumulateGrad`` per leaf.
+
+A node knows its edges (the nodes that produced its inputs), what it saved, and how to turn the
+cotangent of its output into cotangents of its inputs. It knows nothing about the traversal.
+"""
+from __future__ import annotations
+
+import weakref
+from typing import Any, Callable
+
+from .._backend import np
+from ..errors import GraphError
+from ..grad_mode import STATE
+
+_FREED = object()
+
+
+class Node:
+    """The ``grad_fn`` of a tensor produced by a primitive."""
+
+    __slots__ = ("prim", "params", "edges", "saved", "versions", "out_data", "out_tangents",
+                 "metas", "pre_hooks", "extra", "__weakref__")
+
+    def __init__(self, prim: Any, params: dict, edges: tuple, metas: tuple) -> None:
+        self.prim = prim
+        self.params = params
+        self.edges = edges
+        self.saved = None
+        self.versions = None
+        self.out_data = None
+        self.out_tangents = None
+        self.metas = metas          # ((shape, dtype),) per output
+        self.pre_hooks = None       # {output index: [fn, ...]}
+        self.extra = None           # rarely used: anomaly traceback, watchers
+
+    @property
+    def name(self) -> str:
+        return self.prim.name.title().replace("_", "") + "Backward"
+
+    @property
+    def next_functions(self) -> tuple:
+        return tuple(e if e is not None else (None, 0) for e in self.edges)
+
+    def __repr__(self) -> str:
+        return f"<{self.name}>"
+
+    # ----- hooks -----
+    def add_pre_hook(self, nr: int, fn: Callable) -> Callable[[], None]:
+        if self.pre_hooks is None:
+            self.pre_hooks = {}
+        hooks = self.pre_hooks.setdefault(nr, [])
+        hooks.append(fn)
+        return lambda: hooks.remove(fn) if fn in hooks else None
+
+    # ----- saved values -----
+    def save(self, xs: tuple, out: Any) -> None:
+        """Keep what the primitive's rules need (declared in its ``saves``)."""
+        prim = self.prim
+        saved = None
+        if prim.save_idx:
+            saved = [None] * len(xs)
+            versions = []
+            for i in prim.save_idx:
+                if i < len(xs):
+                    x = xs[i]
+                    saved[i] = x
+                    if hasattr(x, "_version"):
+                        versions.append((i, x._version))
+            self.versions = versions
+        if prim.save_out:
+            self.out_data = out.data
+            self.out_tangents = out._tangents
+        if STATE.hooks:
+            saved, self.out_data = _pack(saved, self.out_data, out, self)
+        self.saved = saved if saved is not None else ()
+        if STATE.observers:
+            for ob in STATE.observers:
+                ob.on_save(self)
+
+    def unpack(self, tensor_mode: bool) -> tuple[tuple, Any]:
+        """Return (xs, out) for the rules: ndarrays in the fast mode, Tensors otherwise."""
+        saved = self.saved
+        if saved is _FREED:
+            raise GraphError(f"{self.name}: trying to backward through the graph a second time (or "
+                             f"directly access saved values after they were freed). Saved "
+                             f"intermediate values are freed after .backward() or autograd.grad(); "
+                             f"pass retain_graph=True to the first call if you need to backward twice")
+        if self.versions:
+            for i, v in self.versions:
+                x = saved[i]
+                if type(x) is Packed:
+                    x = x.source
+                if x._version != v:
+                    raise GraphError(
+                        f"{self.name}: one of the values needed for gradient computation has been "
+                        f"modified by an in-place operation: input {i} of shape {tuple(x.shape)} is at "
+                        f"version {x._version}; expected version {v}. Use an out-of-place op "
+                        f"(x = x + y instead of x += y) or .clone() before modifying it")
+        out = self.out_data
+        if type(out) is Packed:
+            out = out.unpack(tensor_mode)
+        elif tensor_mode and out is not None:
+            t = _wrap(out)
+            if self.prim.differentiable_out:
+                t.grad_fn, t._requires_grad = self, True
+            t._tangents = self.out_tangents
+            out = t
+        if not saved:
+            return (None,) * len(self.edges), out
+        if tensor_mode:
+            xs = tuple(x.unpack(True) if type(x) is Packed else x for x in saved)
+        else:
+            xs = tuple(_raw(x) for x in saved)
+        return xs, out
+
+    def release(self) -> None:
+        """Free saved values (after a backward without retain_graph)."""
+        if self.extra and "watchers" in self.extra:
+            for ob in self.extra.pop("watchers"):
+                ob.on_release(self)
+        if self.saved or self.out_data is not None:
+            self.saved = _FREED
+            self.out_data = None
+            self.out_tangents = None
+
+    # ----- the rule -----
+    def vjp(self, g: Any, tensor_mode: bool) -> list:
+        """Cotangents for each edge, given the cotangent ``g`` of the output."""
+        xs, out = self.unpack(tensor_mode)
+        prim, params = self.prim, self.params
+        rules = prim.vjps
+        grads = []
+        for i, edge in enumerate(self.edges):
+            if edge is None:
+                grads.append(None)
+                continue
+            rule = rules[0 if prim.variadic else i]
+            if rule is None:
+                grads.append(None)
+            elif prim.variadic:
+                grads.append(rule(g, out, *xs, argnum=i, **params))
+            elif params:
+                grads.append(rule(g, out, *xs, **params))
+            else:
+                grads.append(rule(g, out, *xs))
+        return grads
+
+
+class AccumulateGrad:
+    """The node of a leaf tensor: adds the incoming gradient to ``tensor.grad``."""
+
+    __slots__ = ("variable", "metas", "pre_hooks", "edges", "extra", "__weakref__")
+    name = "AccumulateGrad"
+    next_functions = ()
+    is_accumulator = True
+
+    def __init__(self, t: Any) -> None:
+        self.variable = weakref.ref(t)
+        self.metas = ((t.data.shape, t.data.dtype),)
+        self.pre_hooks = None
+        self.edges = ()
+        self.extra = None
+
+    add_pre_hook = Node.add_pre_hook
+
+    def __repr__(self) -> str:
+        return "<AccumulateGrad>"
+
+    def accumulate(self, g: Any, create_graph: bool, stored: set) -> None:
+        t = self.variable()
+        if t is None:
+            return
+        if isinstance(g, _Tensor):
+            if not create_graph:
+                g = g.data
+        if not isinstance(g, _Tensor):
+            if id(g) in stored or not getattr(g, "flags", None) or not g.flags.owndata:
+                g = np.array(g, copy=True)      # never alias a user array or another leaf's grad
+            stored.add(id(g))
+            g = _wrap(g)
+        if t.grad is None:
+            t.grad = g
+        elif create_graph or t.grad.grad_fn is not None:
+            t.grad = t.grad + g
+        else:
+            t.grad = _wrap(t.grad.data + g.data)
+
+    def vjp(self, g: Any, tensor_mode: bool) -> list:
+        return []
+
+    def release(self) -> None:
+        pass
+
+
+class Packed:
+    """A saved value that went through ``saved_tensors_hooks``' pack; unpacked in backward."""
+
+    __slots__ = ("obj", "unpack_fn", "source", "grad_fn", "nr")
+
+    def __init__(self, obj: Any, unpack_fn: Callable, source: Any) -> None:
+        self.obj, self.unpack_fn, self.source = obj, unpack_fn, source
+        self.grad_fn = getattr(source, "grad_fn", None)
+        self.nr = getattr(source, "_nr", 0)
+
+    def unpack(self, tensor_mode: bool) -> Any:
+        value = self.unpack_fn(self.obj)
+        data = value.data if isinstance(value, _Tensor) else np.asarray(value)
+        if not tensor_mode:
+            return data
+        t = _wrap(data)
+        if self.grad_fn is not None:
+            t.grad_fn, t._nr, t._requires_grad = self.grad_fn, self.nr, True
+        return t
+
+
+def _pack(saved: list | None, out_data: Any, out: Any, node: Node) -> tuple:
+    pack, unpack = STATE.hooks[-1]
+    if saved is not None:
+        for i, x in enumerate(saved):
+            if isinstance(x, _Tensor):
+                saved[i] = Packed(pack(x.detach()), unpack, x)
+    if out_data is not None:
+        src = _wrap(out_data)
+        packed = Packed(pack(src), unpack, src)
+        packed.grad_fn = node if node.prim.differentiable_out else None
+        out_data = packed
+    return saved, out_data
+
+
+def _raw(x: Any) -> Any:
+    if type(x) is Packed:
+        return x.unpack(False)
+    return x.data if isinstance(x, _Tensor) else x
+
+
+def add_retain_hook(t: Any) -> None:
+    ref = weakref.ref(t)
+
+    def retain(g: Any) -> None:
+        owner = ref()
+        if owner is not None:
+            g = g.detach() if owner.grad is None or not g.requires_grad else g
+            owner.grad = g if owner.grad is None else owner.grad + g
+
+    t.grad_fn.add_pre_hook(t._nr, retain)
+
+
+from ..tensor import Tensor as _Tensor  # noqa: E402
+from ..tensor import wrap as _wrap  # noqa: E402

@@ -1,0 +1,34 @@
+"""Error classes. Messages name the op, the shapes/dtypes and the fix."""
+from __future__ import annotations
+
+
+class ChainruleError(Exception):
+    """Base class of chainrule's errors."""
+
+
+class ShapeError(ChainruleError, ValueError):
+    """Shapes that do not fit an op (raised at forward time)."""
+
+
+class DTypeError(ChainruleError, TypeError):
+    """A dtype an op or a gradient cannot take."""
+
+
+class GraphError(ChainruleError, RuntimeError):
+    """Misuse of the graph: backward twice, freed buffers, in-place modification of saved values."""
+
+
+class GradcheckError(ChainruleError, AssertionError):
+    """Raised by gradcheck when analytic and numerical derivatives disagree."""
+
+
+def describe(values: object) -> str:
+    """Shapes and dtypes of op inputs, for messages: ``(3, 4) float32, (5,) float64``."""
+    parts = []
+    for v in values:  # type: ignore[attr-defined]
+        shape = getattr(v, "shape", None)
+        if shape is None:
+            parts.append(type(v).__name__)
+        else:
+            parts.append(f"{tuple(shape)} {getattr(v, 'dtype', '')}".strip())
+    return ", ".join(parts)

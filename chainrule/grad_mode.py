@@ -1,0 +1,113 @@
+"""Grad mode: whether ops record a graph. Thread-local, usable as context managers and decorators."""
+from __future__ import annotations
+
+import functools
+import threading
+from typing import Any, Callable
+
+
+class _State(threading.local):
+    """Per-thread switches read on the hot path (one attribute lookup each)."""
+
+    def __init__(self) -> None:
+        self.grad_enabled = True
+        self.fw_levels: list[int] = []    # active forward-mode levels, innermost last
+        self.fw_visible = 1 << 62         # tangents of levels above this are hidden (while a JVP rule runs)
+        self.hooks: list[Any] = []        # active saved_tensors_hooks (pack, unpack)
+        self.observers: list[Any] = []    # profilers / tracers that watch every op
+        self.anomaly = False
+        self.in_backward = False
+
+
+STATE = _State()
+
+
+def is_grad_enabled() -> bool:
+    """Return whether ops currently record a graph.
+
+    >>> import chainrule as cr
+    >>> cr.is_grad_enabled()
+    True
+    """
+    return STATE.grad_enabled
+
+
+class set_grad_enabled:
+    """Turn graph recording on or off; works as a call, a context manager and a decorator.
+
+    >>> import chainrule as cr
+    >>> with cr.set_grad_enabled(False):
+    ...     cr.is_grad_enabled()
+    False
+    """
+
+    def __init__(self, mode: bool) -> None:
+        self.prev = STATE.grad_enabled
+        self.mode = bool(mode)
+        STATE.grad_enabled = self.mode
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        STATE.grad_enabled = self.prev
+
+    def __call__(self, fn: Callable) -> Callable:
+        mode = self.mode
+        STATE.grad_enabled = self.prev   # used as a decorator: undo the switch made in __init__
+
+        @functools.wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            with _GradMode(mode):
+                return fn(*args, **kwargs)
+        return wrapper
+
+
+class _GradMode:
+    mode = True
+
+    def __init__(self, mode: bool | None = None) -> None:
+        if mode is not None:
+            self.mode = mode
+
+    def __enter__(self) -> None:
+        self.prev = STATE.grad_enabled
+        STATE.grad_enabled = self.mode
+
+    def __exit__(self, *exc: object) -> None:
+        STATE.grad_enabled = self.prev
+
+    def __call__(self, fn: Callable) -> Callable:
+        mode = self.mode
+
+        @functools.wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            with _GradMode(mode):
+                return fn(*args, **kwargs)
+        return wrapper
+
+
+class no_grad(_GradMode):
+    """Context manager / decorator: record nothing, save nothing.
+
+    >>> import chainrule as cr
+    >>> x = cr.tensor([1.0], requires_grad=True)
+    >>> with cr.no_grad():
+    ...     y = x * 2
+    >>> y.requires_grad
+    False
+    """
+
+    mode = False
+
+
+class enable_grad(_GradMode):
+    """Context manager / decorator: record the graph even inside ``no_grad``.
+
+    >>> import chainrule as cr
+    >>> with cr.no_grad(), cr.enable_grad():
+    ...     cr.is_grad_enabled()
+    True
+    """
+
+    mode = True

@@ -1,0 +1,303 @@
+"""Gradient checking against central finite differences, in float64.
+
+``gradcheck`` compares full Jacobians element by element and, on a failure inside a composite,
+replays each recorded op alone to name the first op whose rule is wrong. When ±eps flips a
+comparison, a ``where`` mask or an argmax, it reports a non-differentiable point instead.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+
+from ._backend import np
+from .errors import ChainruleError, GradcheckError
+from .grad_mode import STATE, enable_grad, no_grad
+
+# dtype-keyed tolerances, starting from JAX's default_gradient_tolerance
+GRAD_TOL = {np.dtype(np.float64): 1e-5, np.dtype(np.float32): 2e-3, np.dtype(np.float16): 1e-2,
+            np.dtype("bfloat16"): 1e-1}
+
+
+class NonDifferentiablePointError(ChainruleError, ValueError):
+    """gradcheck's point is at a kink/branch: ±eps changes a discrete decision inside the function."""
+
+
+class _Tracer:
+    """Observer that records every op run (for replay) and discrete decisions (for kink detection)."""
+
+    def __init__(self, keep_ops: bool) -> None:
+        self.keep_ops = keep_ops
+        self.ops: list = []
+        self.decisions: list = []
+
+    def on_op(self, prim: Any, datas: list, params: dict, out: Any) -> None:
+        if prim.kind == "discrete":
+            self.decisions.append((prim.name, np.array(out, copy=True)))
+        elif prim.decide is not None:
+            self.decisions.append((prim.name, np.array(prim.decide(*datas, **params), copy=True)))
+        if self.keep_ops and prim.vjps is not None:
+            self.ops.append((prim, [np.array(d, copy=True) if isinstance(d, np.ndarray) else d
+                                    for d in datas], dict(params)))
+
+    def on_save(self, node: Any) -> None:
+        pass
+
+    def on_save_function(self, ctx: Any) -> None:
+        pass
+
+    def __enter__(self) -> _Tracer:
+        STATE.observers.append(self)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        STATE.observers.remove(self)
+
+
+def _as_inputs(inputs: Any) -> tuple:
+    return tuple(inputs) if isinstance(inputs, (tuple, list)) else (inputs,)
+
+
+def _outputs(fn: Callable, xs: Sequence[Any]) -> list:
+    out = fn(*xs)
+    outs = list(out) if isinstance(out, (tuple, list)) else [out]
+    return [o for o in outs if isinstance(o, Tensor) and o.dtype.kind in "fc"]
+
+
+def _flat_outputs(fn: Callable, xs: Sequence[Any]) -> np.ndarray:
+    with no_grad():
+        outs = _outputs(fn, xs)
+    return np.concatenate([np.ravel(o.data).astype(np.float64) for o in outs]) if outs else np.zeros(0)
+
+
+def _decisions(fn: Callable, xs: Sequence[Any]) -> list:
+    with _Tracer(keep_ops=False) as tr, no_grad():
+        fn(*xs)
+    return tr.decisions
+
+
+def _same_decisions(a: list, b: list) -> str | None:
+    if len(a) != len(b):
+        return "the number of discrete decisions"
+    for (name, x), (_, y) in zip(a, b):
+        if x.shape != y.shape or not np.array_equal(x, y):
+            return name
+    return None
+
+
+def _numerical_columns(fn: Callable, xs: list, i: int, eps: float, base: list) -> tuple:
+    """Central-difference Jacobian columns for input i, and the elements where ±eps flips a decision."""
+    x = xs[i]
+    flat = x.data.reshape(-1)
+    cols, flips = [], {}
+    for j in range(flat.size):
+        orig = flat[j]
+        flat[j] = orig + eps
+        up = _flat_outputs(fn, xs)
+        dec_up = _decisions(fn, xs) if base else []
+        flat[j] = orig - eps
+        down = _flat_outputs(fn, xs)
+        dec_down = _decisions(fn, xs) if base else []
+        flat[j] = orig
+        cols.append((up - down) / (2 * eps))
+        if base:
+            flipped = _same_decisions(base, dec_up) or _same_decisions(base, dec_down)
+            if flipped:
+                flips[j] = flipped
+    return np.stack(cols, axis=1) if cols else np.zeros((0, 0)), flips
+
+
+def _analytic_rows(fn: Callable, xs: list, checked: list) -> list:
+    """Reverse-mode Jacobian, one backward pass per output element: one (m, n_i) block per input."""
+    with enable_grad():
+        outs = _outputs(fn, xs)
+    sizes = [o.data.size for o in outs]
+    m = int(np.sum(sizes))
+    blocks = [np.zeros((m, xs[i].data.size)) for i in checked]
+    row = 0
+    for o in outs:
+        for k in range(o.data.size):
+            seed = np.zeros(o.data.size, dtype=o.dtype)
+            seed[k] = 1
+            if o.requires_grad:
+                grads = _engine.grad([o], [xs[i] for i in checked], [seed.reshape(o.shape)],
+                                     retain_graph=True, allow_unused=True)
+                for b, g in zip(blocks, grads):
+                    if g is not None:
+                        b[row] = np.ravel(g.data)
+            row += 1
+    return blocks
+
+
+def _forward_columns(fn: Callable, xs: list, i: int) -> np.ndarray:
+    """Forward-mode Jacobian columns for input i (one JVP per input element)."""
+    from .autograd.forward import dual_level, make_dual, unpack_dual
+    cols = []
+    for j in range(xs[i].data.size):
+        tangent = np.zeros(xs[i].data.size, dtype=xs[i].dtype)
+        tangent[j] = 1
+        with dual_level(), no_grad():
+            args = list(xs)
+            args[i] = make_dual(xs[i], tangent.reshape(xs[i].shape))
+            outs = _outputs(fn, args)
+            parts = []
+            for o in outs:
+                t = unpack_dual(o).tangent
+                parts.append(np.zeros(o.data.size) if t is None else np.ravel(t.data).astype(np.float64))
+        cols.append(np.concatenate(parts) if parts else np.zeros(0))
+    return np.stack(cols, axis=1)
+
+
+def gradcheck(fn: Callable, inputs: Any, eps: float = 1e-6, atol: float = 1e-5, rtol: float = 1e-3,
+              raise_exception: bool = True, modes: Sequence[str] = ("rev",),
+              locate: bool = True) -> bool:
+    """Check ``fn``'s derivatives against central differences, in float64.
+
+    ``modes``: ``"rev"`` checks the VJPs (reverse mode), ``"fwd"`` the JVPs (forward mode).
+    Inputs that are Tensors with ``requires_grad=True`` are checked (all float inputs if none is).
+
+    >>> import chainrule as cr
+    >>> x = cr.tensor([0.3, 0.7], dtype=cr.float64, requires_grad=True)
+    >>> cr.gradcheck(lambda x: cr.tanh(x) * x, (x,))
+    True
+    """
+    xs = [Tensor(np.array(x.data, dtype=np.float64), requires_grad=x.requires_grad)
+          if isinstance(x, Tensor) and x.dtype.kind == "f" else x for x in _as_inputs(inputs)]
+    checked = [i for i, x in enumerate(xs) if isinstance(x, Tensor) and x.requires_grad]
+    if not checked:
+        checked = [i for i, x in enumerate(xs) if isinstance(x, Tensor) and x.dtype.kind == "f"]
+        for i in checked:
+            xs[i].requires_grad = True
+    base = _decisions(fn, xs)
+    numeric = {}
+    for i in checked:
+        numeric[i] = _numerical_columns(fn, xs, i, eps, base)
+    analytic: dict = {}
+    if "rev" in modes:
+        for i, block in zip(checked, _analytic_rows(fn, xs, checked)):
+            analytic[("reverse", i)] = block
+    if "fwd" in modes:
+        for i in checked:
+            analytic[("forward", i)] = _forward_columns(fn, xs, i)
+    for (mode, i), a in analytic.items():
+        num, flips = numeric[i]
+        if a.size == 0:
+            continue
+        err = np.abs(a - num)
+        bad = err > atol + rtol * np.abs(num)
+        if not bad.any():
+            continue
+        out_idx, in_idx = np.unravel_index(np.argmax(np.where(bad, err, -1)), bad.shape)
+        in_elem = tuple(int(v) for v in np.unravel_index(in_idx, xs[i].shape))
+        if in_idx in flips:
+            raise NonDifferentiablePointError(
+                f"gradcheck: input {i} element {in_elem} is at a non-differentiable point: ±eps "
+                f"changes the result of '{flips[in_idx]}' inside the function, so finite differences "
+                f"are meaningless here; move the point away from the kink/branch")
+        rel = err[out_idx, in_idx] / max(abs(num[out_idx, in_idx]), 1e-12)
+        msg = (f"gradcheck ({mode} mode): Jacobian mismatch for input {i} element {in_elem}, "
+               f"output element {int(out_idx)}: analytic {a[out_idx, in_idx]:.10g}, numerical "
+               f"{num[out_idx, in_idx]:.10g}, relative error {rel:.3g} (atol={atol}, rtol={rtol})")
+        if locate:
+            culprit = locate_wrong_rule(fn, xs, mode)
+            if culprit:
+                msg += "\n" + culprit
+        if raise_exception:
+            raise GradcheckError(msg)
+        return False
+    return True
+
+
+def locate_wrong_rule(fn: Callable, inputs: Sequence[Any], mode: str = "reverse",
+                      eps: float = 1e-6) -> str | None:
+    """Replay every op ``fn`` runs, alone on its recorded float64 inputs; name the first wrong rule."""
+    xs = [Tensor(np.array(x.data, dtype=np.float64), requires_grad=True)
+          if isinstance(x, Tensor) and x.dtype.kind == "f" else x for x in inputs]
+    with _Tracer(keep_ops=True) as tr, enable_grad():
+        fn(*xs)
+    for step, (prim, datas, params) in enumerate(tr.ops):
+        bad = _check_op(prim, datas, params, mode, eps)
+        if bad:
+            return f"first wrong rule: op #{step} '{prim.name}' ({mode} mode), {bad}"
+    return None
+
+
+def _check_op(prim: Any, datas: list, params: dict, mode: str, eps: float) -> str | None:
+    rng = np.random.default_rng(0)
+    float_idx = [k for k, d in enumerate(datas) if isinstance(d, np.ndarray) and d.dtype == np.float64]
+    for k in float_idx:
+        x = datas[k]
+        flat = x.reshape(-1)
+        args = [Tensor(d, requires_grad=(j == k)) if isinstance(d, np.ndarray) else d
+                for j, d in enumerate(datas)]
+        with enable_grad():
+            out = apply(prim, tuple(args), params or None)
+        if not isinstance(out, Tensor) or out.dtype.kind != "f":
+            continue
+        v = rng.standard_normal(out.shape)
+        if mode == "reverse":
+            if not out.requires_grad:
+                continue
+            (gx,) = _engine.grad([out], [args[k]], [v], allow_unused=True)
+            analytic = np.zeros(x.size) if gx is None else np.ravel(gx.data)
+        else:
+            analytic = None
+        for j in range(flat.size):
+            orig = flat[j]
+            flat[j] = orig + eps
+            up = np.asarray(prim.forward(*datas, **params))
+            flat[j] = orig - eps
+            down = np.asarray(prim.forward(*datas, **params))
+            flat[j] = orig
+            col = (up - down) / (2 * eps)
+            if mode == "reverse":
+                num, got = float(np.sum(v * col)), float(analytic[j])
+            else:
+                from .autograd.forward import dual_level, make_dual, unpack_dual
+                tangent = np.zeros(x.size)
+                tangent[j] = 1
+                with dual_level():
+                    a2 = list(args)
+                    a2[k] = make_dual(Tensor(x), tangent.reshape(x.shape))
+                    t = unpack_dual(apply(prim, tuple(a2), params or None)).tangent
+                got_col = np.zeros(col.shape) if t is None else np.asarray(t.data)
+                num, got = float(np.sum(v * col)), float(np.sum(v * got_col))
+            if abs(num - got) > 1e-5 + 1e-3 * abs(num):
+                elem = tuple(int(e) for e in np.unravel_index(j, x.shape))
+                return (f"input {k} element {elem}: rule gives {got:.10g}, finite differences "
+                        f"{num:.10g}")
+    return None
+
+
+def gradgradcheck(fn: Callable, inputs: Any, grad_outputs: Any = None, eps: float = 1e-6,
+                  atol: float = 1e-5, rtol: float = 1e-3, raise_exception: bool = True) -> bool:
+    """Check second derivatives: gradcheck the (create_graph) gradient of ``fn``.
+
+    >>> import chainrule as cr
+    >>> x = cr.tensor([0.3, 0.7], dtype=cr.float64, requires_grad=True)
+    >>> cr.gradgradcheck(lambda x: cr.sin(x) * x, (x,))
+    True
+    """
+    xs = [Tensor(np.array(x.data, dtype=np.float64), requires_grad=True)
+          if isinstance(x, Tensor) and x.dtype.kind == "f" else x for x in _as_inputs(inputs)]
+    diff = [i for i, x in enumerate(xs) if isinstance(x, Tensor)]
+    with no_grad():
+        outs = _outputs(fn, xs)
+    rng = np.random.default_rng(1)
+    seeds = grad_outputs if grad_outputs is not None else [rng.standard_normal(o.shape) for o in outs]
+    seeds = [np.asarray(getattr(s, "data", s) if isinstance(s, Tensor) else s, dtype=np.float64)
+             for s in _as_inputs(seeds)]
+
+    def first_order(*args: Any) -> tuple:
+        with enable_grad():
+            outs = _outputs(fn, args)
+            pairs = [(o, s) for o, s in zip(outs, seeds) if o.requires_grad]
+            grads = _engine.grad([o for o, _ in pairs], [args[i] for i in diff],
+                                 [s for _, s in pairs], create_graph=True, allow_unused=True)
+        return tuple(g for g in grads if g is not None)
+
+    return gradcheck(first_order, xs, eps=eps, atol=atol, rtol=rtol,
+                     raise_exception=raise_exception, locate=False)
+
+
+from .autograd import engine as _engine  # noqa: E402
+from .ops._registry import apply  # noqa: E402
+from .tensor import Tensor  # noqa: E402

@@ -1,0 +1,104 @@
+"""The NumPy-named op surface (``cr.exp``, ``cr.matmul``, ...) and NumPy dispatch for Tensors."""
+from __future__ import annotations
+
+import types
+from typing import Any
+
+from .._backend import np
+from ._registry import PRIMITIVES, Primitive, apply, defprim, linear_jvps, raw, unary
+from .elementwise import (abs, absolute, add, alias, arccos, arccosh, arcsin, arcsinh, arctan,
+                          arctan2, arctanh, around, astype, cbrt, ceil, clip, copy, cos, cosh, divide,
+                          equal, erf, exp, exp2, expm1, floor, fmax, fmin, gelu, greater,
+                          greater_equal, hypot, isfinite, isinf, isnan, less, less_equal, log,
+                          log1p, log2, log10, logaddexp, logical_and, logical_not, logical_or,
+                          maximum, minimum, mod, multiply, negative, nonzero, not_equal, ones_like,
+                          pow, power, reciprocal, relu, remainder, round, sigmoid, sign, sin, sinh,
+                          softplus, sqrt, square, subtract, tan, tanh, true_divide, where,
+                          zeros_like)
+from .linalg import (cholesky, det, dot, einsum, inner, inv, matmul, norm, outer, slogdet, solve,
+                     tensordot, vdot)
+from .nn import log_softmax, softmax
+from .reduction import (amax, amin, argmax, argmin, argsort, average, cumprod, cumsum, logsumexp,
+                        max, mean, min, prod, std, sum, var)
+from .shape import (array_split, atleast_1d, atleast_2d, broadcast_to, concatenate, diagonal,
+                    expand_dims, flatten, flip, getitem, hstack, index_put, moveaxis, pad,
+                    permute_dims, ravel, repeat, reshape, roll, scatter_add, sort, split, squeeze,
+                    stack, swapaxes, take, take_along_axis, tile, trace, transpose, tril, triu,
+                    vstack)
+
+linalg = types.SimpleNamespace(inv=inv, solve=solve, det=det, slogdet=slogdet, cholesky=cholesky,
+                               norm=norm)
+
+_UFUNCS = {np.add: add, np.subtract: subtract, np.multiply: multiply, np.divide: divide,
+           np.true_divide: divide, np.power: power, np.negative: negative, np.exp: exp,
+           np.exp2: exp2, np.log: log, np.log2: log2, np.log10: log10, np.log1p: log1p,
+           np.expm1: expm1, np.sqrt: sqrt, np.cbrt: cbrt, np.sin: sin, np.cos: cos, np.tan: tan,
+           np.arcsin: arcsin, np.arccos: arccos, np.arctan: arctan, np.sinh: sinh, np.cosh: cosh,
+           np.tanh: tanh, np.arcsinh: arcsinh, np.arccosh: arccosh, np.arctanh: arctanh,
+           np.absolute: abs, np.fabs: abs, np.sign: sign, np.floor: floor, np.ceil: ceil,
+           np.rint: round, np.reciprocal: reciprocal, np.square: square, np.maximum: maximum,
+           np.minimum: minimum, np.fmax: fmax, np.fmin: fmin, np.arctan2: arctan2,
+           np.hypot: hypot, np.logaddexp: logaddexp, np.remainder: mod, np.matmul: matmul,
+           np.less: less, np.less_equal: less_equal, np.greater: greater,
+           np.greater_equal: greater_equal, np.equal: equal, np.not_equal: not_equal,
+           np.logical_and: logical_and, np.logical_or: logical_or, np.logical_not: logical_not,
+           np.isnan: isnan, np.isfinite: isfinite, np.isinf: isinf}
+
+_FUNCTIONS = {np.sum: sum, np.mean: mean, np.prod: prod, np.max: amax, np.amax: amax, np.min: amin,
+              np.amin: amin, np.var: var, np.std: std, np.cumsum: cumsum, np.cumprod: cumprod,
+              np.argmax: argmax, np.argmin: argmin, np.argsort: argsort, np.sort: sort,
+              np.average: average, np.dot: dot, np.vdot: vdot, np.inner: inner, np.outer: outer,
+              np.tensordot: tensordot, np.einsum: einsum, np.trace: trace, np.diagonal: diagonal,
+              np.reshape: reshape, np.transpose: transpose, np.moveaxis: moveaxis,
+              np.swapaxes: swapaxes, np.expand_dims: expand_dims, np.squeeze: squeeze,
+              np.ravel: ravel, np.broadcast_to: broadcast_to, np.concatenate: concatenate,
+              np.stack: stack, np.hstack: hstack, np.vstack: vstack, np.split: split,
+              np.array_split: array_split, np.flip: flip, np.roll: roll, np.tile: tile,
+              np.repeat: repeat, np.pad: pad, np.take: take, np.take_along_axis: take_along_axis,
+              np.where: where, np.clip: clip, np.round: round, np.around: round,
+              np.zeros_like: zeros_like, np.ones_like: ones_like, np.tril: tril, np.triu: triu,
+              np.atleast_1d: atleast_1d, np.atleast_2d: atleast_2d, np.nonzero: nonzero,
+              np.linalg.inv: inv, np.linalg.solve: solve, np.linalg.det: det,
+              np.linalg.slogdet: slogdet, np.linalg.cholesky: cholesky, np.linalg.norm: norm}
+
+
+def dispatch_ufunc(ufunc: Any, method: str, inputs: tuple, kwargs: dict) -> Any:
+    """``np.exp(tensor)`` and friends: run the chainrule op so the result stays differentiable."""
+    fn = _UFUNCS.get(ufunc)
+    if fn is None or method != "__call__" or kwargs.get("out") is not None:
+        return _fallback(f"numpy.{ufunc.__name__}" + ("" if method == "__call__" else f".{method}"),
+                         lambda *xs: getattr(ufunc, method)(*xs, **kwargs), inputs)
+    kwargs = {k: v for k, v in kwargs.items() if v is not None}
+    if kwargs:
+        raise TypeError(f"numpy.{ufunc.__name__} on a Tensor: keyword arguments {sorted(kwargs)} are "
+                        f"not supported; call cr.{fn.__name__} and cast with .astype() instead")
+    return fn(*inputs)
+
+
+def dispatch_function(func: Any, args: tuple, kwargs: dict) -> Any:
+    """``np.sum(tensor)``, ``np.concatenate([...])``, ...: the chainrule op of the same name."""
+    fn = _FUNCTIONS.get(func)
+    if fn is None:
+        return _fallback(f"numpy.{func.__name__}", lambda *xs: func(*xs, **kwargs), args)
+    return fn(*args, **kwargs)
+
+
+def _fallback(name: str, call: Any, args: tuple) -> Any:
+    """No differentiable version: allowed only when no input requires grad (returns an ndarray)."""
+    def unwrap(a: Any) -> Any:
+        if isinstance(a, (list, tuple)):
+            return type(a)(unwrap(v) for v in a)
+        if isinstance(a, Tensor):
+            if a.requires_grad:
+                raise TypeError(f"{name} has no differentiable chainrule version and an input requires "
+                                f"grad; use the cr.* op, or call it on .detach().numpy() if you do not "
+                                f"need its gradient")
+            return a.data
+        return a
+    return call(*unwrap(args))
+
+
+from ..tensor import Tensor  # noqa: E402
+
+__all__ = [name for name in dir() if not name.startswith("_") and name not in
+           ("annotations", "types", "Any", "np", "Tensor")]

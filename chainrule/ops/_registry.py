@@ -1,0 +1,166 @@
+"""The op table: every primitive is declared once, with its forward, VJP and JVP rules side by side.
+
+Nomenclature (shared by rules, engine, docs and tests):
+
+    x, y, z, xs   forward inputs (primals)           out     forward output
+    g             cotangent flowing backward         gx, gy  per-input cotangents
+    t             tangent flowing forward            tout    output tangent
+
+    VJP rule for input i:  vjp(g, out, *xs, **params) -> cotangent for input i
+    JVP rule for input i:  jvp(t, out, *xs, **params) -> input i's contribution to tout
+
+Rules are written with chainrule ops. In a plain backward the engine hands them ndarrays and every
+op computes directly in NumPy (fast); under ``create_graph`` or forward-over-reverse it hands them
+Tensors, so the rule itself is recorded and differentiable. Inputs and the output reach a rule only
+if the primitive declares them in ``saves``; the others arrive as None. Broadcasting in a rule's
+result is undone by the engine (cotangents) and by ``apply`` (tangents), never by the rule.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+
+from .._backend import np
+from ..errors import ShapeError, describe
+from ..grad_mode import STATE
+
+VjpRule = Callable[..., Any]
+JvpRule = Callable[..., Any]
+FlopRule = Callable[..., int]
+
+
+class Primitive:
+    """One entry of the op table."""
+
+    __slots__ = ("name", "forward", "vjps", "jvps", "save_idx", "save_out", "flops", "variadic",
+                 "differentiable_out", "kind", "hint", "decide")
+
+    def __init__(self, name: str, forward: Callable, vjps: Sequence[VjpRule | None] | None,
+                 jvps: Sequence[JvpRule | None] | None, saves: str, flops: FlopRule | None,
+                 variadic: bool, kind: str, hint: str, decide: Callable | None = None) -> None:
+        self.name = name
+        self.forward = forward
+        self.vjps = tuple(vjps) if vjps is not None else None
+        self.jvps = tuple(jvps) if jvps is not None else None
+        tokens = saves.split()
+        self.save_idx = tuple(_POSITIONS[s] for s in tokens if s in _POSITIONS)
+        if "xs" in tokens:
+            self.save_idx = tuple(range(8))
+        self.save_out = "out" in tokens
+        self.flops = flops or _flops_elementwise
+        self.variadic = variadic
+        self.differentiable_out = vjps is not None
+        self.kind = kind
+        self.hint = hint
+        self.decide = decide        # where the op branches (kinks, ties): for gradcheck's kink detection
+
+    def __repr__(self) -> str:
+        return f"Primitive({self.name!r})"
+
+
+_POSITIONS = {"x": 0, "y": 1, "z": 2}
+PRIMITIVES: dict[str, Primitive] = {}
+
+
+def _flops_elementwise(out: Any, *xs: Any, **params: Any) -> int:
+    return int(np.size(out))
+
+
+def defprim(name: str, forward: Callable, vjps: Sequence[VjpRule | None] | None = None,
+            jvps: Sequence[JvpRule | None] | None = None, saves: str = "", flops: FlopRule | None = None,
+            variadic: bool = False, kind: str = "elementwise", hint: str = "",
+            decide: Callable | None = None) -> Primitive:
+    """Declare a primitive. ``vjps=None`` marks a non-differentiable op (comparisons, argmax)."""
+    if name in PRIMITIVES:
+        raise ValueError(f"primitive {name!r} is declared twice")
+    prim = Primitive(name, forward, vjps, jvps, saves, flops, variadic, kind, hint, decide)
+    PRIMITIVES[name] = prim
+    return prim
+
+
+def unary(name: str, forward: Callable, deriv: Callable[[Any, Any], Any], saves: str = "x",
+          **kw: Any) -> Primitive:
+    """Declare an elementwise op from its derivative ``deriv(out, x)``: both rules follow."""
+    return defprim(name, forward,
+                   vjps=(lambda g, out, x: g * deriv(out, x),),
+                   jvps=(lambda t, out, x: t * deriv(out, x),),
+                   saves=saves, **kw)
+
+
+def linear_jvps(prim_fn: Callable, n: int) -> tuple:
+    """JVP rules of an op that is linear in each input separately: substitute the tangent."""
+    def rule(i: int) -> JvpRule:
+        def jvp(t: Any, out: Any, *xs: Any, **params: Any) -> Any:
+            args = list(xs)
+            args[i] = t
+            return prim_fn(*args, **params)
+        return jvp
+    return tuple(rule(i) for i in range(n))
+
+
+def apply(prim: Primitive, xs: tuple, params: dict | None = None) -> Any:
+    """Run ``prim`` on ``xs``: plain ndarrays in, ndarray out; any Tensor in, Tensor out (recorded)."""
+    datas = []
+    has_tensor = record = False
+    for x in xs:
+        if isinstance(x, Tensor):
+            has_tensor = True
+            datas.append(x.data)
+            if x._requires_grad:
+                record = True
+        else:
+            datas.append(x)
+    try:
+        out_data = prim.forward(*datas, **params) if params else prim.forward(*datas)
+    except (ValueError, TypeError, IndexError, np.linalg.LinAlgError) as e:
+        raise forward_error(prim, xs, e) from None
+    st = STATE
+    if st.observers:
+        for ob in st.observers:
+            ob.on_op(prim, datas, params or {}, out_data)
+    if not has_tensor:
+        return out_data
+    out = wrap(out_data)
+    if record and st.grad_enabled and prim.vjps is not None:
+        _record(prim, xs, params or _NO_PARAMS, out)
+    if st.fw_levels and prim.jvps is not None:
+        push_tangents(prim, xs, params or _NO_PARAMS, out)
+    return out
+
+
+_NO_PARAMS: dict = {}
+
+
+def raw(x: Any) -> Any:
+    """The ndarray behind a Tensor; anything else unchanged. (ndarray.data is a buffer: never getattr.)"""
+    return x.data if isinstance(x, Tensor) else x
+
+
+def _record(prim: Primitive, xs: tuple, params: dict, out: Tensor) -> None:
+    edges = tuple([x._edge() if isinstance(x, Tensor) and x._requires_grad else None for x in xs])
+    data = out.data
+    node = Node(prim, params, edges, ((data.shape, data.dtype),))
+    if STATE.fw_levels:
+        out._tangents = {}
+    if prim.save_idx or prim.save_out:
+        node.save(xs, out)
+    else:
+        node.saved = ()
+    if STATE.anomaly:
+        remember_creation(node)
+    out.grad_fn = node
+    out._requires_grad = True
+
+
+def forward_error(prim: Primitive, xs: tuple, e: Exception) -> Exception:
+    """A forward-time error that names the op, the shapes/dtypes and (if known) the fix."""
+    if isinstance(e, ShapeError):
+        return e
+    hint = f" {prim.hint}" if prim.hint else ""
+    cls = ShapeError if isinstance(e, ValueError) else type(e)
+    return cls(f"{prim.name}: cannot apply to inputs {describe(xs)}: {e}.{hint}")
+
+
+from ..autograd.anomaly import remember_creation  # noqa: E402
+from ..autograd.forward import push_tangents  # noqa: E402
+from ..autograd.graph import Node  # noqa: E402
+from ..tensor import Tensor, wrap  # noqa: E402

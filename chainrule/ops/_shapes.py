@@ -1,0 +1,71 @@
+"""Shape helpers shared by every rule: undo broadcasting, expand a reduced gradient, normalise axes."""
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import ShapeError
+
+
+def normalize_axis(axis: Any, ndim: int, op: str = "op") -> tuple[int, ...] | None:
+    """Return ``axis`` as a sorted tuple of non-negative ints (None stays None)."""
+    if axis is None:
+        return None
+    axes = (axis,) if isinstance(axis, int) or hasattr(axis, "__index__") else tuple(axis)
+    out = []
+    for a in axes:
+        a = int(a)
+        if not -ndim <= a < max(ndim, 1):
+            raise ShapeError(f"{op}: axis {a} is out of bounds for an array of dimension {ndim}")
+        out.append(a % ndim if ndim else 0)
+    if len(set(out)) != len(out):
+        raise ShapeError(f"{op}: repeated axis in {axis}")
+    return tuple(sorted(out))
+
+
+def reduced_shape(shape: tuple[int, ...], axis: tuple[int, ...] | None) -> tuple[int, ...]:
+    """``shape`` with the reduced axes kept as size 1 (the keepdims=True shape)."""
+    if axis is None:
+        return (1,) * len(shape)
+    return tuple(1 if i in axis else n for i, n in enumerate(shape))
+
+
+def expand_reduced(g: Any, shape: tuple[int, ...], axis: tuple[int, ...] | None,
+                   keepdims: bool) -> Any:
+    """Broadcast the gradient of a reduction back to the input's ``shape``."""
+    if not keepdims:
+        g = _ops.reshape(g, reduced_shape(shape, axis))
+    return _ops.broadcast_to(g, shape)
+
+
+def sum_to(g: Any, shape: tuple[int, ...]) -> Any:
+    """Sum ``g`` over the axes that broadcasting added or stretched, so it gets ``shape``."""
+    gshape = tuple(g.shape)
+    if gshape == shape:
+        return g
+    lead = len(gshape) - len(shape)
+    if lead < 0:
+        raise ValueError(f"cannot sum shape {gshape} to {shape}")
+    axes = list(range(lead))
+    for i, n in enumerate(shape):
+        m = gshape[lead + i]
+        if n == 1 and m != 1:
+            axes.append(lead + i)
+        elif n != m:
+            raise ValueError(f"cannot sum shape {gshape} to {shape}")
+    g = _ops.sum(g, axis=tuple(axes), keepdims=True) if axes else g
+    return _ops.reshape(g, shape)
+
+
+def broadcast_shapes(*shapes: tuple[int, ...]) -> tuple[int, ...]:
+    """NumPy's broadcast result shape (raises ShapeError naming the shapes)."""
+    ndim = max(len(s) for s in shapes)
+    out = []
+    for i in range(ndim):
+        sizes = {s[i - ndim + len(s)] for s in shapes if i - ndim + len(s) >= 0} - {1}
+        if len(sizes) > 1:
+            raise ShapeError(f"shapes {', '.join(map(str, shapes))} cannot be broadcast together")
+        out.append(sizes.pop() if sizes else 1)
+    return tuple(out)
+
+
+from .. import ops as _ops  # noqa: E402

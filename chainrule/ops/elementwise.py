@@ -1,0 +1,331 @@
+"""Elementwise primitives (NumPy names). Each op is one entry; composites need no rule.
+
+Kink conventions (PyTorch's): relu'(0) = 0, abs'(0) = 0, sign/round/floor/ceil have zero gradient,
+maximum/minimum split the gradient evenly on ties, clip passes the gradient at its bounds
+(lo <= x <= hi), sqrt'(0) = inf.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from .._backend import np
+from ._registry import Tensor, apply, defprim, raw, linear_jvps, unary
+
+_LN2 = math.log(2.0)
+_LN10 = math.log(10.0)
+_TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
+_INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
+_SQRT_HALF = math.sqrt(0.5)
+
+
+def _erf_numpy(x: Any) -> Any:
+    try:
+        from scipy.special import erf as scipy_erf  # optional fast path
+    except ImportError:  # pragma: no cover - exercised where scipy is absent
+        scipy_erf = None
+    if scipy_erf is not None:
+        return scipy_erf(x)
+    x = np.asarray(x)
+    return np.frompyfunc(math.erf, 1, 1)(x).astype(x.dtype if x.dtype.kind == "f" else np.float64)
+
+
+def _sigmoid_numpy(x: Any) -> Any:
+    z = np.exp(-np.abs(x))
+    return np.where(x >= 0, 1 / (1 + z), z / (1 + z))
+
+
+def _softplus_numpy(x: Any) -> Any:
+    return np.log1p(np.exp(-np.abs(x))) + np.maximum(x, 0)
+
+
+def _gelu_numpy(x: Any) -> Any:
+    return 0.5 * x * (1 + _erf_numpy(x * _SQRT_HALF))
+
+
+def _relu_numpy(x: Any) -> Any:
+    return np.maximum(x, 0)
+
+
+def _zero(g: Any, out: Any, x: Any, **params: Any) -> Any:
+    return zeros_like(g)
+
+
+# ----- unary: forward, derivative d out / d x -----
+NEGATIVE = defprim("negative", np.negative, vjps=(lambda g, out, x: -g,), jvps=(lambda t, out, x: -t,))
+EXP = unary("exp", np.exp, lambda out, x: out, saves="out")
+EXP2 = unary("exp2", np.exp2, lambda out, x: out * _LN2, saves="out")
+LOG = defprim("log", np.log, vjps=(lambda g, out, x: g / x,), jvps=(lambda t, out, x: t / x,), saves="x",
+              hint="log is only defined for x > 0.")
+LOG2 = defprim("log2", np.log2, vjps=(lambda g, out, x: g / (x * _LN2),),
+               jvps=(lambda t, out, x: t / (x * _LN2),), saves="x")
+LOG10 = defprim("log10", np.log10, vjps=(lambda g, out, x: g / (x * _LN10),),
+                jvps=(lambda t, out, x: t / (x * _LN10),), saves="x")
+LOG1P = defprim("log1p", np.log1p, vjps=(lambda g, out, x: g / (1 + x),),
+                jvps=(lambda t, out, x: t / (1 + x),), saves="x")
+EXPM1 = unary("expm1", np.expm1, lambda out, x: out + 1, saves="out")
+SQRT = defprim("sqrt", np.sqrt, vjps=(lambda g, out, x: g / (2 * out),),
+               jvps=(lambda t, out, x: t / (2 * out),), saves="out")
+CBRT = defprim("cbrt", np.cbrt, vjps=(lambda g, out, x: g / (3 * out * out),),
+               jvps=(lambda t, out, x: t / (3 * out * out),), saves="out")
+SIN = unary("sin", np.sin, lambda out, x: cos(x))
+COS = unary("cos", np.cos, lambda out, x: -sin(x))
+TAN = unary("tan", np.tan, lambda out, x: 1 + out * out, saves="out")
+ARCSIN = defprim("arcsin", np.arcsin, vjps=(lambda g, out, x: g / sqrt(1 - x * x),),
+                 jvps=(lambda t, out, x: t / sqrt(1 - x * x),), saves="x")
+ARCCOS = defprim("arccos", np.arccos, vjps=(lambda g, out, x: -g / sqrt(1 - x * x),),
+                 jvps=(lambda t, out, x: -t / sqrt(1 - x * x),), saves="x")
+ARCTAN = defprim("arctan", np.arctan, vjps=(lambda g, out, x: g / (1 + x * x),),
+                 jvps=(lambda t, out, x: t / (1 + x * x),), saves="x")
+SINH = unary("sinh", np.sinh, lambda out, x: cosh(x))
+COSH = unary("cosh", np.cosh, lambda out, x: sinh(x))
+TANH = unary("tanh", np.tanh, lambda out, x: 1 - out * out, saves="out")
+ARCSINH = defprim("arcsinh", np.arcsinh, vjps=(lambda g, out, x: g / sqrt(x * x + 1),),
+                  jvps=(lambda t, out, x: t / sqrt(x * x + 1),), saves="x")
+ARCCOSH = defprim("arccosh", np.arccosh, vjps=(lambda g, out, x: g / sqrt(x * x - 1),),
+                  jvps=(lambda t, out, x: t / sqrt(x * x - 1),), saves="x")
+ARCTANH = defprim("arctanh", np.arctanh, vjps=(lambda g, out, x: g / (1 - x * x),),
+                  jvps=(lambda t, out, x: t / (1 - x * x),), saves="x")
+SIGMOID = unary("sigmoid", _sigmoid_numpy, lambda out, x: out * (1 - out), saves="out")
+# relu'(0) = 0, as in PyTorch and JAX
+RELU = unary("relu", _relu_numpy, lambda out, x: x > 0, decide=lambda x: x > 0)
+SOFTPLUS = unary("softplus", _softplus_numpy, lambda out, x: sigmoid(x))
+ERF = unary("erf", _erf_numpy, lambda out, x: _TWO_OVER_SQRT_PI * exp(-x * x))
+# exact (erf) GELU, torch.nn.functional.gelu's default
+GELU = unary("gelu", _gelu_numpy,
+             lambda out, x: 0.5 * (1 + erf(x * _SQRT_HALF)) + x * _INV_SQRT_2PI * exp(-0.5 * x * x))
+# abs'(0) = 0 (sign(0) = 0), as in PyTorch
+ABS = unary("abs", np.abs, lambda out, x: sign(x), decide=np.sign)
+RECIPROCAL = unary("reciprocal", lambda x: np.reciprocal(x) if x.dtype.kind in "fc" else 1.0 / x,
+                   lambda out, x: -(out * out), saves="out")
+SQUARE = unary("square", np.square, lambda out, x: 2 * x)
+# Piecewise-constant ops: zero gradient everywhere (PyTorch's convention), not "no gradient".
+SIGN = defprim("sign", np.sign, vjps=(_zero,), jvps=(_zero,), kind="discrete")
+ROUND = defprim("round", np.round, vjps=(_zero,), jvps=(_zero,), kind="discrete")
+FLOOR = defprim("floor", np.floor, vjps=(_zero,), jvps=(_zero,), kind="discrete")
+CEIL = defprim("ceil", np.ceil, vjps=(_zero,), jvps=(_zero,), kind="discrete")
+COPY = defprim("copy", np.copy, vjps=(lambda g, out, x: g,), jvps=(lambda t, out, x: t,),
+               flops=lambda out, x: 0, kind="shape")
+ALIAS = defprim("alias", lambda x: x.view() if hasattr(x, "view") else x,
+                vjps=(lambda g, out, x: g,), jvps=(lambda t, out, x: t,))
+
+
+def _astype_forward(x: Any, dtype: Any) -> Any:
+    return x.astype(dtype) if hasattr(x, "astype") else np.asarray(x, dtype=dtype)
+
+
+# The engine casts a cotangent to its input's dtype, so astype's rule is the identity.
+ASTYPE = defprim("astype", _astype_forward, vjps=(lambda g, out, x, dtype: g,),
+                 jvps=(lambda t, out, x, dtype: astype(t, dtype),))
+
+
+# ----- binary -----
+ADD = defprim("add", np.add, vjps=(lambda g, out, x, y: g, lambda g, out, x, y: g),
+              jvps=(lambda t, out, x, y: t, lambda t, out, x, y: t))
+SUBTRACT = defprim("subtract", np.subtract, vjps=(lambda g, out, x, y: g, lambda g, out, x, y: -g),
+                   jvps=(lambda t, out, x, y: t, lambda t, out, x, y: -t))
+MULTIPLY = defprim("multiply", np.multiply,
+                   vjps=(lambda g, out, x, y: g * y, lambda g, out, x, y: g * x),
+                   jvps=linear_jvps(lambda x, y: multiply(x, y), 2), saves="x y")
+DIVIDE = defprim("divide", np.divide,
+                 vjps=(lambda g, out, x, y: g / y, lambda g, out, x, y: -g * out / y),
+                 jvps=(lambda t, out, x, y: t / y, lambda t, out, x, y: -t * out / y), saves="y out")
+
+
+def _dpow_dexp(out: Any, x: Any) -> Any:
+    # d(x**y)/dy = x**y log x, taken as 0 where x == 0 (the limit for y > 0), as PyTorch does
+    return where(x == 0, 0.0, out * log(where(x == 0, 1.0, x)))
+
+
+POWER = defprim("power", np.power,
+                vjps=(lambda g, out, x, y: g * y * power(x, y - 1),
+                      lambda g, out, x, y: g * _dpow_dexp(out, x)),
+                jvps=(lambda t, out, x, y: t * y * power(x, y - 1),
+                      lambda t, out, x, y: t * _dpow_dexp(out, x)),
+                saves="x y out")
+
+
+def _arg_mask(a: Any, b: Any, strict_greater: bool) -> Any:
+    # 1 where a wins, 0 where it loses, 1/2 on ties: ties split the gradient evenly (PyTorch)
+    win = a > b if strict_greater else a < b
+    return where(a == b, 0.5, where(win, 1.0, 0.0))
+
+
+MAXIMUM = defprim("maximum", np.maximum,
+                  vjps=(lambda g, out, x, y: g * _arg_mask(x, y, True),
+                        lambda g, out, x, y: g * _arg_mask(y, x, True)),
+                  jvps=(lambda t, out, x, y: t * _arg_mask(x, y, True),
+                        lambda t, out, x, y: t * _arg_mask(y, x, True)), saves="x y",
+                  decide=lambda x, y: np.sign(np.subtract(x, y)))
+MINIMUM = defprim("minimum", np.minimum,
+                  vjps=(lambda g, out, x, y: g * _arg_mask(x, y, False),
+                        lambda g, out, x, y: g * _arg_mask(y, x, False)),
+                  jvps=(lambda t, out, x, y: t * _arg_mask(x, y, False),
+                        lambda t, out, x, y: t * _arg_mask(y, x, False)), saves="x y",
+                  decide=lambda x, y: np.sign(np.subtract(x, y)))
+ARCTAN2 = defprim("arctan2", np.arctan2,
+                  vjps=(lambda g, out, x, y: g * y / (x * x + y * y),
+                        lambda g, out, x, y: -g * x / (x * x + y * y)),
+                  jvps=(lambda t, out, x, y: t * y / (x * x + y * y),
+                        lambda t, out, x, y: -t * x / (x * x + y * y)), saves="x y")
+# where(cond, x, y): the condition gets no gradient; the untaken branch gets exactly zero.
+WHERE = defprim("where", np.where,
+                vjps=(None, lambda g, out, c, x, y: where(c, g, 0.0),
+                      lambda g, out, c, x, y: where(c, 0.0, g)),
+                jvps=(None, lambda t, out, c, x, y: where(c, t, 0.0),
+                      lambda t, out, c, x, y: where(c, 0.0, t)), saves="x")
+
+
+def _clip_forward(x: Any, lo: Any, hi: Any) -> Any:
+    return np.minimum(np.maximum(x, lo), hi)
+
+
+# clip passes the gradient to x on [lo, hi] inclusive (torch.clamp); to lo/hi where they bind.
+CLIP = defprim("clip", _clip_forward,
+               vjps=(lambda g, out, x, lo, hi: g * ((x >= lo) & (x <= hi)),
+                     lambda g, out, x, lo, hi: g * (x < lo),
+                     lambda g, out, x, lo, hi: g * ((x > hi) & (x >= lo))),
+               jvps=(lambda t, out, x, lo, hi: t * ((x >= lo) & (x <= hi)),
+                     lambda t, out, x, lo, hi: t * (x < lo),
+                     lambda t, out, x, lo, hi: t * ((x > hi) & (x >= lo))), saves="x y z",
+               decide=lambda x, lo, hi: np.sign(np.subtract(x, lo)) + 3 * np.sign(np.subtract(x, hi)))
+
+
+# ----- comparisons and logic: non-differentiable (vjps=None), results never require grad -----
+def _nondiff(name: str, fn: Any) -> Any:
+    return defprim(name, fn, vjps=None, jvps=None, kind="discrete")
+
+
+LESS = _nondiff("less", np.less)
+LESS_EQUAL = _nondiff("less_equal", np.less_equal)
+GREATER = _nondiff("greater", np.greater)
+GREATER_EQUAL = _nondiff("greater_equal", np.greater_equal)
+EQUAL = _nondiff("equal", np.equal)
+NOT_EQUAL = _nondiff("not_equal", np.not_equal)
+LOGICAL_AND = _nondiff("logical_and", np.logical_and)
+LOGICAL_OR = _nondiff("logical_or", np.logical_or)
+LOGICAL_NOT = _nondiff("logical_not", np.logical_not)
+ISNAN = _nondiff("isnan", np.isnan)
+ISFINITE = _nondiff("isfinite", np.isfinite)
+ISINF = _nondiff("isinf", np.isinf)
+
+
+# ----- public functions -----
+def _unary_fn(prim: Any) -> Any:
+    def fn(x: Any) -> Any:
+        return apply(prim, (x,))
+    fn.__name__ = fn.__qualname__ = prim.name
+    fn.__doc__ = f"Elementwise ``{prim.name}``, differentiable (see ``numpy.{prim.name}``)."
+    return fn
+
+
+def _binary_fn(prim: Any) -> Any:
+    def fn(x: Any, y: Any) -> Any:
+        return apply(prim, (x, y))
+    fn.__name__ = fn.__qualname__ = prim.name
+    fn.__doc__ = f"Elementwise ``{prim.name}`` with broadcasting (see ``numpy.{prim.name}``)."
+    return fn
+
+
+negative, exp, exp2, log, log2, log10, log1p, expm1 = map(
+    _unary_fn, (NEGATIVE, EXP, EXP2, LOG, LOG2, LOG10, LOG1P, EXPM1))
+sqrt, cbrt, sin, cos, tan, arcsin, arccos, arctan = map(
+    _unary_fn, (SQRT, CBRT, SIN, COS, TAN, ARCSIN, ARCCOS, ARCTAN))
+sinh, cosh, tanh, arcsinh, arccosh, arctanh = map(_unary_fn, (SINH, COSH, TANH, ARCSINH, ARCCOSH, ARCTANH))
+sigmoid, relu, softplus, erf, gelu, abs, reciprocal, square = map(
+    _unary_fn, (SIGMOID, RELU, SOFTPLUS, ERF, GELU, ABS, RECIPROCAL, SQUARE))
+sign, floor, ceil, alias, copy = map(_unary_fn, (SIGN, FLOOR, CEIL, ALIAS, COPY))
+isnan, isfinite, isinf, logical_not = map(_unary_fn, (ISNAN, ISFINITE, ISINF, LOGICAL_NOT))
+add, subtract, multiply, divide, power, maximum, minimum, arctan2 = map(
+    _binary_fn, (ADD, SUBTRACT, MULTIPLY, DIVIDE, POWER, MAXIMUM, MINIMUM, ARCTAN2))
+less, less_equal, greater, greater_equal, equal, not_equal, logical_and, logical_or = map(
+    _binary_fn, (LESS, LESS_EQUAL, GREATER, GREATER_EQUAL, EQUAL, NOT_EQUAL, LOGICAL_AND, LOGICAL_OR))
+true_divide = divide
+absolute = abs
+pow = power
+
+
+def round(x: Any, decimals: int = 0) -> Any:
+    """Round to ``decimals`` places; zero gradient (see ``numpy.round``)."""
+    return apply(ROUND, (x,), {"decimals": decimals} if decimals else None)
+
+
+around = round
+
+
+def where(condition: Any, x: Any = None, y: Any = None) -> Any:
+    """Pick from ``x`` where ``condition`` holds, else from ``y``; the condition gets no gradient.
+
+    >>> import chainrule as cr
+    >>> cr.where(cr.tensor([True, False]), cr.tensor([1.0, 2.0]), 0.0)
+    tensor([1., 0.])
+    """
+    if x is None and y is None:
+        return nonzero(condition)
+    return apply(WHERE, (condition, x, y))
+
+
+def nonzero(x: Any) -> tuple:
+    """Indices of the non-zero elements (plain integer arrays; see ``numpy.nonzero``)."""
+    return np.nonzero(raw(x))
+
+
+def clip(x: Any, a_min: Any = None, a_max: Any = None) -> Any:
+    """Limit values to [a_min, a_max]; the gradient passes where a_min <= x <= a_max."""
+    lo = -np.inf if a_min is None else a_min
+    hi = np.inf if a_max is None else a_max
+    return apply(CLIP, (x, lo, hi))
+
+
+def astype(x: Any, dtype: Any) -> Any:
+    """Cast to ``dtype``, differentiably (the gradient is cast back to the input's dtype)."""
+    dtype = np.dtype(dtype)
+    if getattr(x, "dtype", None) == dtype:
+        return x
+    if dtype.kind not in "fcV" and isinstance(x, Tensor):
+        return _wrap(_astype_forward(x.data, dtype))
+    return apply(ASTYPE, (x,), {"dtype": dtype})
+
+
+def zeros_like(x: Any, dtype: Any = None) -> Any:
+    """Zeros of ``x``'s shape: an ndarray for ndarray input, a (constant) Tensor for Tensor input."""
+    data = np.zeros_like(raw(x), dtype=dtype)
+    return _wrap(data) if isinstance(x, Tensor) else data
+
+
+def ones_like(x: Any, dtype: Any = None) -> Any:
+    """Ones of ``x``'s shape, as ``zeros_like``."""
+    data = np.ones_like(raw(x), dtype=dtype)
+    return _wrap(data) if isinstance(x, Tensor) else data
+
+
+def mod(x: Any, y: Any) -> Any:
+    """Remainder ``x - floor(x / y) * y``; differentiable in x (gradient 1) and y."""
+    return x - floor(x / y) * y
+
+
+remainder = mod
+
+
+def hypot(x: Any, y: Any) -> Any:
+    """``sqrt(x**2 + y**2)``, composite."""
+    return sqrt(x * x + y * y)
+
+
+def logaddexp(x: Any, y: Any) -> Any:
+    """``log(exp(x) + exp(y))`` computed stably (composite)."""
+    m = maximum(x, y)
+    return m + log1p(exp(-abs(x - y)))
+
+
+def fmax(x: Any, y: Any) -> Any:
+    """Elementwise maximum (NaNs ignored only as NumPy's maximum does: composite of maximum)."""
+    return maximum(x, y)
+
+
+def fmin(x: Any, y: Any) -> Any:
+    """Elementwise minimum (composite of minimum)."""
+    return minimum(x, y)
+
+
+from ..tensor import wrap as _wrap  # noqa: E402

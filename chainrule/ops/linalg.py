@@ -1,0 +1,350 @@
+"""Linear algebra. Primitives: matmul, einsum, inv, solve, det, logabsdet, cholesky; the rest composite.
+
+FLOPs: a matmul (m x k)(k x n) counts 2mkn; einsum counts 2 x the product of all index sizes per
+pairwise contraction; inv/solve/det/cholesky count the usual O(n^3) constants (2n^3, 2n^3/3 ...).
+Matmul-class ops on 16-bit or FP8 inputs accumulate in float32 and round the result once.
+"""
+from __future__ import annotations
+
+import string
+from typing import Any
+
+from .._backend import np
+from .._dtypes import LOW_PRECISION
+from ..errors import ShapeError
+from ._registry import Tensor, apply, defprim, linear_jvps, raw
+
+
+def _matmul_forward(x: Any, y: Any) -> Any:
+    dx, dy = getattr(x, "dtype", None), getattr(y, "dtype", None)
+    if dx in LOW_PRECISION or dy in LOW_PRECISION:
+        out_dtype = np.result_type(dx, dy)
+        return np.matmul(x.astype(np.float32), y.astype(np.float32)).astype(out_dtype)
+    return np.matmul(x, y)
+
+
+def _matmul_flops(out: Any, x: Any, y: Any) -> int:
+    k = np.shape(x)[-1]
+    return 2 * int(np.size(out)) * int(k)
+
+
+def _matmul_vjp_x(g: Any, out: Any, x: Any, y: Any) -> Any:
+    if y.ndim == 1:                      # (..., k) @ (k,) -> (...): gx = g[..., None] * y
+        return expand_dims(g, -1) * y
+    if x.ndim == 1:                      # (k,) @ (..., k, n) -> (..., n)
+        return squeeze(matmul(expand_dims(g, -2), swapaxes(y, -1, -2)), -2)
+    return matmul(g, swapaxes(y, -1, -2))
+
+
+def _matmul_vjp_y(g: Any, out: Any, x: Any, y: Any) -> Any:
+    if x.ndim == 1:                      # gy = x[:, None] * g[..., None, :]
+        if y.ndim == 1:
+            return g * x
+        return expand_dims(x, -1) * expand_dims(g, -2)
+    if y.ndim == 1:                      # (..., m, k) @ (k,) -> (..., m): gy = x^T g
+        return squeeze(matmul(swapaxes(x, -1, -2), expand_dims(g, -1)), -1)
+    return matmul(swapaxes(x, -1, -2), g)
+
+
+MATMUL = defprim("matmul", _matmul_forward, vjps=(_matmul_vjp_x, _matmul_vjp_y),
+                 jvps=linear_jvps(lambda x, y: matmul(x, y), 2), saves="x y", flops=_matmul_flops,
+                 kind="matmul", hint="The last axis of the first input must match the second-to-last "
+                                     "axis of the second (for 1-D inputs, their only axis).")
+
+
+def _einsum_forward(*xs: Any, spec: str) -> Any:
+    if any(getattr(x, "dtype", None) in LOW_PRECISION for x in xs):
+        dtype = np.result_type(*[x.dtype for x in xs])
+        return np.einsum(spec, *[x.astype(np.float32) for x in xs], optimize=len(xs) > 2).astype(dtype)
+    return np.einsum(spec, *xs, optimize=len(xs) > 2)
+
+
+def _einsum_vjp(g: Any, out: Any, *xs: Any, spec: str, argnum: int) -> Any:
+    ins, outs = spec.split("->")
+    labels = ins.split(",")
+    target = labels[argnum]
+    others = [x for i, x in enumerate(xs) if i != argnum]
+    other_labels = [lab for i, lab in enumerate(labels) if i != argnum]
+    unique = "".join(dict.fromkeys(target))
+    sizes = dict(zip(target, raw(xs[argnum]).shape))
+    # labels of the target missing from g and the other operands are summed out: broadcast back
+    present = set(outs) | set("".join(other_labels))
+    missing = [c for c in unique if c not in present]
+    kept = "".join(c for c in unique if c in present)
+    grad = einsum(f"{','.join([outs, *other_labels])}->{kept}", g, *others)
+    if missing:
+        grad = broadcast_to(reshape(grad, tuple(sizes[c] if c in kept else 1 for c in unique)),
+                            tuple(sizes[c] for c in unique))
+    if unique == target:
+        return grad
+    # repeated labels (a diagonal, e.g. "ii->"): put the gradient back on the diagonal
+    fresh = iter(c for c in string.ascii_letters if c not in spec)
+    renamed, eyes, seen = "", [], set()
+    for c in target:
+        if c in seen:
+            d = next(fresh)
+            renamed += d
+            eyes.append((c + d, np.eye(sizes[c], dtype=raw(g).dtype)))
+        else:
+            renamed += c
+            seen.add(c)
+    operands = [grad] + [e for _, e in eyes]
+    return einsum(",".join([unique] + [lab for lab, _ in eyes]) + "->" + renamed, *operands)
+
+
+def _einsum_jvp(t: Any, out: Any, *xs: Any, spec: str, argnum: int) -> Any:
+    args = list(xs)
+    args[argnum] = t
+    return einsum(spec, *args)
+
+
+def _einsum_flops(out: Any, *xs: Any, spec: str) -> int:
+    ins = spec.split("->")[0].split(",")
+    sizes: dict = {}
+    for lab, x in zip(ins, xs):
+        sizes.update(zip(lab, np.shape(x)))
+    total = int(np.prod(list(sizes.values()))) if sizes else 1
+    return max(len(xs) - 1, 1) * 2 * total if len(xs) > 1 else total
+
+
+EINSUM = defprim("einsum", _einsum_forward, vjps=(_einsum_vjp,), jvps=(_einsum_jvp,), saves="xs",
+                 variadic=True, flops=_einsum_flops, kind="matmul")
+
+
+def _t(x: Any) -> Any:
+    return swapaxes(x, -1, -2)
+
+
+INV = defprim("inv", np.linalg.inv,
+              vjps=(lambda g, out, x: -matmul(matmul(_t(out), g), _t(out)),),
+              jvps=(lambda t, out, x: -matmul(matmul(out, t), out),), saves="out",
+              flops=lambda out, x: 2 * int(np.size(x)) * int(np.shape(x)[-1]), kind="matmul",
+              hint="The matrix must be square and non-singular.")
+
+
+def _solve_vjp_a(g: Any, out: Any, a: Any, b: Any) -> Any:
+    gb = solve(_t(a), g)
+    if out.ndim == 1:
+        return -expand_dims(gb, -1) * expand_dims(out, -2)
+    return -matmul(gb, _t(out))
+
+
+def _solve_jvp_a(t: Any, out: Any, a: Any, b: Any) -> Any:
+    if out.ndim == 1:
+        return -solve(a, squeeze(matmul(t, expand_dims(out, -1)), -1))
+    return -solve(a, matmul(t, out))
+
+
+SOLVE = defprim("solve", np.linalg.solve,
+                vjps=(_solve_vjp_a, lambda g, out, a, b: solve(_t(a), g)),
+                jvps=(_solve_jvp_a, lambda t, out, a, b: solve(a, t)), saves="x out",
+                flops=lambda out, a, b: 2 * int(np.size(a)) * int(np.shape(a)[-1]) // 3
+                + 2 * int(np.size(out)) * int(np.shape(a)[-1]), kind="matmul",
+                hint="a must be square (..., n, n) and b of shape (..., n) or (..., n, k).")
+DET = defprim("det", np.linalg.det,
+              vjps=(lambda g, out, x: expand_dims(expand_dims(g * out, -1), -1) * _t(inv(x)),),
+              jvps=(lambda t, out, x: out * trace(solve(x, t), axis1=-2, axis2=-1),), saves="x out",
+              flops=lambda out, x: 2 * int(np.size(x)) * int(np.shape(x)[-1]) // 3, kind="matmul")
+LOGABSDET = defprim("logabsdet", lambda x: np.linalg.slogdet(x)[1],
+                    vjps=(lambda g, out, x: expand_dims(expand_dims(g, -1), -1) * _t(inv(x)),),
+                    jvps=(lambda t, out, x: trace(solve(x, t), axis1=-2, axis2=-1),), saves="x",
+                    flops=lambda out, x: 2 * int(np.size(x)) * int(np.shape(x)[-1]) // 3, kind="matmul")
+
+
+def _phi(x: Any) -> Any:
+    """Lower triangle with the diagonal halved."""
+    n = x.shape[-1]
+    return x * (np.tril(np.ones((n, n)), -1) + 0.5 * np.eye(n)).astype(raw(x).dtype)
+
+
+def _cholesky_vjp(g: Any, out: Any, x: Any) -> Any:
+    # Murray (2016), arXiv 1602.07527; symmetrised because only a symmetric input is meaningful
+    l_inv = inv(out)
+    p = _phi(matmul(_t(out), g))
+    ga = matmul(matmul(_t(l_inv), p), l_inv)
+    return 0.5 * (ga + _t(ga))
+
+
+def _cholesky_jvp(t: Any, out: Any, x: Any) -> Any:
+    l_inv = inv(out)
+    return matmul(out, _phi(matmul(matmul(l_inv, t), _t(l_inv))))
+
+
+CHOLESKY = defprim("cholesky", np.linalg.cholesky, vjps=(_cholesky_vjp,), jvps=(_cholesky_jvp,),
+                   saves="out", flops=lambda out, x: int(np.size(x)) * int(np.shape(x)[-1]) // 3,
+                   kind="matmul", hint="The matrix must be symmetric positive definite.")
+
+
+# ----- public functions -----
+def matmul(x: Any, y: Any) -> Any:
+    """Matrix product with NumPy's rules (1-D operands, batch broadcasting).
+
+    >>> import chainrule as cr
+    >>> cr.matmul(cr.tensor([[1.0, 2.0]]), cr.tensor([[3.0], [4.0]]))
+    tensor([[11.]])
+    """
+    sx, sy = np.shape(raw(x)), np.shape(raw(y))
+    if not sx or not sy:
+        raise ShapeError(f"matmul: inputs must have at least one dimension, got shapes {sx} and {sy}; "
+                         f"use multiply for scalars")
+    kx = sx[-1]
+    ky = sy[-2] if len(sy) > 1 else sy[0]
+    if kx != ky:
+        raise ShapeError(f"matmul: shapes {sx} and {sy} are not aligned: {kx} != {ky} "
+                         f"(the last axis of the first must match the "
+                         f"{'second-to-last' if len(sy) > 1 else 'only'} axis of the second)")
+    return apply(MATMUL, (x, y))
+
+
+def _explicit_spec(spec: str, shapes: list) -> str:
+    """Write an einsum spec with '->' and without '...' (ellipsis expanded to fresh letters)."""
+    spec = spec.replace(" ", "")
+    ins = spec.split("->")[0].split(",")
+    if len(ins) != len(shapes):
+        raise ShapeError(f"einsum: spec {spec!r} names {len(ins)} operands but {len(shapes)} were given")
+    if "..." in spec:
+        fresh = [c for c in string.ascii_letters if c not in spec]
+        n_ell = max(len(s) - (len(lab) - 3) for lab, s in zip(ins, shapes) if "..." in lab)
+        ell = "".join(fresh[:n_ell])
+        ins = [lab.replace("...", ell[n_ell - (len(s) - (len(lab) - 3)):]) if "..." in lab else lab
+               for lab, s in zip(ins, shapes)]
+        if "->" in spec:
+            out = spec.split("->")[1].replace("...", ell)
+        else:
+            out = ell + "".join(sorted(c for c in set("".join(ins)) - set(ell)
+                                       if "".join(ins).count(c) == 1))
+    elif "->" in spec:
+        out = spec.split("->")[1]
+    else:
+        joined = "".join(ins)
+        out = "".join(sorted(c for c in set(joined) if joined.count(c) == 1))
+    return ",".join(ins) + "->" + out
+
+
+def einsum(spec: str, *operands: Any) -> Any:
+    """Einstein summation (``numpy.einsum``); every operand gets a gradient.
+
+    >>> import chainrule as cr
+    >>> cr.einsum("ij,j->i", cr.tensor([[1.0, 2.0]]), cr.tensor([3.0, 4.0]))
+    tensor([11.])
+    """
+    spec = _explicit_spec(spec, [np.shape(raw(x)) for x in operands])
+    return apply(EINSUM, tuple(operands), {"spec": spec})
+
+
+def dot(x: Any, y: Any) -> Any:
+    """``numpy.dot`` (composite): products of scalars, inner products, matrix products."""
+    nx, ny = np.ndim(raw(x)), np.ndim(raw(y))
+    if nx == 0 or ny == 0:
+        return x * y
+    if ny <= 2:
+        return matmul(x, y)
+    return tensordot(x, y, axes=([-1], [-2]))
+
+
+def vdot(x: Any, y: Any) -> Any:
+    """Dot product of flattened inputs (composite)."""
+    return sum(ravel(x) * ravel(y))
+
+
+def inner(x: Any, y: Any) -> Any:
+    """Inner product over the last axes (composite)."""
+    if np.ndim(raw(x)) == 0 or np.ndim(raw(y)) == 0:
+        return x * y
+    return tensordot(x, y, axes=([-1], [-1]))
+
+
+def outer(x: Any, y: Any) -> Any:
+    """Outer product of flattened inputs (composite)."""
+    return expand_dims(ravel(x), -1) * expand_dims(ravel(y), 0)
+
+
+def tensordot(x: Any, y: Any, axes: Any = 2) -> Any:
+    """``numpy.tensordot`` (composite of einsum)."""
+    nx, ny = np.ndim(raw(x)), np.ndim(raw(y))
+    if isinstance(axes, (int, np.integer)):
+        ax = list(range(nx - axes, nx))
+        ay = list(range(axes))
+    else:
+        ax, ay = ([a] if isinstance(a, int) else list(a) for a in axes)
+    ax = [a % nx for a in ax]
+    ay = [a % ny for a in ay]
+    letters = iter(string.ascii_letters)
+    lx = [next(letters) for _ in range(nx)]
+    ly = [next(letters) for _ in range(ny)]
+    for a, b in zip(ax, ay):
+        ly[b] = lx[a]
+    out = [c for i, c in enumerate(lx) if i not in ax] + [c for i, c in enumerate(ly) if i not in ay]
+    return einsum(f"{''.join(lx)},{''.join(ly)}->{''.join(out)}", x, y)
+
+
+def inv(x: Any) -> Any:
+    """Matrix inverse (batched)."""
+    return apply(INV, (x,))
+
+
+def solve(a: Any, b: Any) -> Any:
+    """Solve ``a @ out = b`` (batched; ``b`` of shape (..., n) or (..., n, k))."""
+    return apply(SOLVE, (a, b))
+
+
+def det(x: Any) -> Any:
+    """Determinant (batched)."""
+    return apply(DET, (x,))
+
+
+def slogdet(x: Any) -> tuple:
+    """(sign, log|det|); the sign has no gradient, log|det| has gradient inv(x)^T."""
+    sign = np.linalg.slogdet(raw(x))[0]
+    return (_wrap(sign) if isinstance(x, Tensor) else sign), apply(LOGABSDET, (x,))
+
+
+def cholesky(x: Any) -> Any:
+    """Lower Cholesky factor of a symmetric positive-definite matrix (batched)."""
+    return apply(CHOLESKY, (x,))
+
+
+def norm(x: Any, ord: Any = None, axis: Any = None, keepdims: bool = False) -> Any:
+    """Vector p-norms and the Frobenius norm (composite), as ``numpy.linalg.norm``.
+
+    The gradient of the 2-norm at 0 is taken as 0 (a subgradient), as PyTorch does.
+    """
+    ndim = np.ndim(raw(x))
+    if axis is None and ord is None:
+        return _two_norm(ravel(x) if not keepdims else x, None, keepdims)
+    if axis is None:
+        axis = tuple(range(ndim)) if ndim <= 2 else None
+    if isinstance(axis, tuple) and len(axis) == 2:
+        if ord in (None, "fro"):
+            return _two_norm(x, axis, keepdims)
+        if ord == "nuc" or ord in (2, -2, 1, -1, np.inf, -np.inf):
+            if ord in (1, -1, np.inf, -np.inf):
+                inner_axis, outer_axis = (axis[0], axis[1]) if ord in (1, -1) else (axis[1], axis[0])
+                sums = sum(abs(x), axis=inner_axis, keepdims=True)
+                red = amax if ord > 0 else amin
+                out = red(sums, axis=outer_axis, keepdims=True)
+                return out if keepdims else squeeze(out, axis)
+        raise ValueError(f"norm: matrix ord={ord!r} is not supported; use 'fro', 1, -1, inf or -inf")
+    if ord in (None, 2):
+        return _two_norm(x, axis, keepdims)
+    if ord == np.inf:
+        return amax(abs(x), axis=axis, keepdims=keepdims)
+    if ord == -np.inf:
+        return amin(abs(x), axis=axis, keepdims=keepdims)
+    if ord == 0:
+        return sum(astype(x != 0, raw(x).dtype), axis=axis, keepdims=keepdims)
+    if ord == 1:
+        return sum(abs(x), axis=axis, keepdims=keepdims)
+    return sum(abs(x) ** ord, axis=axis, keepdims=keepdims) ** (1.0 / ord)
+
+
+def _two_norm(x: Any, axis: Any, keepdims: bool) -> Any:
+    sq = sum(x * x, axis=axis, keepdims=keepdims)
+    safe = where(sq == 0, 1.0, sq)
+    return where(sq == 0, 0.0, sqrt(safe))
+
+
+from ..tensor import wrap as _wrap  # noqa: E402
+from .elementwise import abs, astype, sqrt, where  # noqa: E402
+from .reduction import amax, amin, sum  # noqa: E402
+from .shape import broadcast_to, expand_dims, ravel, reshape, squeeze, swapaxes, trace  # noqa: E402

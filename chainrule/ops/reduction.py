@@ -1,0 +1,251 @@
+"""Reductions: sum, prod, amax/amin, logsumexp, cumsum, cumprod (primitives); mean/var/std (composites).
+
+Ties in amax/amin split the gradient evenly among the maximal elements (PyTorch's convention).
+Sums of 16-bit and FP8 floats accumulate in float32 and round once at the end.
+"""
+from __future__ import annotations
+
+import builtins
+from typing import Any
+
+from .._backend import np
+from .._dtypes import LOW_PRECISION, accum_dtype
+from ._registry import Tensor, apply, defprim, raw
+from ._shapes import expand_reduced, normalize_axis, reduced_shape
+
+
+def _sum_forward(x: Any, axis: Any, keepdims: bool, shape: Any) -> Any:
+    dtype = getattr(x, "dtype", None)
+    if dtype in LOW_PRECISION:
+        return np.sum(x, axis=axis, keepdims=keepdims, dtype=np.float32).astype(dtype)
+    return np.sum(x, axis=axis, keepdims=keepdims)
+
+
+def _reduce_flops(out: Any, x: Any, **params: Any) -> int:
+    return int(np.size(x))
+
+
+SUM = defprim("sum", _sum_forward,
+              vjps=(lambda g, out, x, axis, keepdims, shape: expand_reduced(g, shape, axis, keepdims),),
+              jvps=(lambda t, out, x, axis, keepdims, shape: sum(t, axis, keepdims),),
+              flops=_reduce_flops, kind="reduction")
+
+
+def _prod_others(x: Any, axis: Any) -> Any:
+    """Product of all other elements in each reduced group (exact even where x has zeros)."""
+    ndim = x.ndim
+    axes = tuple(range(ndim)) if axis is None else axis
+    rest = [i for i in range(ndim) if i not in axes]
+    perm = rest + list(axes)
+    xt = transpose(x, perm)
+    lead = xt.shape[:len(rest)]
+    flat = reshape(xt, lead + (-1,))
+    ones = ones_like(flat[..., :1])
+    left = cumprod(concatenate([ones, flat[..., :-1]], axis=-1), axis=-1)
+    right = flip(cumprod(flip(concatenate([flat[..., 1:], ones], axis=-1), -1), axis=-1), -1)
+    others = reshape(left * right, xt.shape)
+    inverse = [0] * ndim
+    for i, p in enumerate(perm):
+        inverse[p] = i
+    return transpose(others, inverse)
+
+
+PROD = defprim("prod", lambda x, axis, keepdims, shape: np.prod(x, axis=axis, keepdims=keepdims),
+               vjps=(lambda g, out, x, axis, keepdims, shape:
+                     expand_reduced(g, shape, axis, keepdims) * _prod_others(x, axis),),
+               jvps=(lambda t, out, x, axis, keepdims, shape:
+                     sum(t * _prod_others(x, axis), axis, keepdims),),
+               saves="x", flops=_reduce_flops, kind="reduction")
+
+
+def _argmax_share(out: Any, x: Any, axis: Any, keepdims: bool, shape: Any) -> Any:
+    # 1/k on each of the k tied extreme elements of a group, 0 elsewhere
+    hit = equal(x, expand_reduced(out, shape, axis, keepdims))
+    hit = astype(hit, x.dtype)
+    return hit / np.sum(raw(hit), axis=axis, keepdims=True)
+
+
+def _extreme_rules() -> tuple:
+    def vjp(g: Any, out: Any, x: Any, axis: Any, keepdims: bool, shape: Any) -> Any:
+        return expand_reduced(g, shape, axis, keepdims) * _argmax_share(out, x, axis, keepdims, shape)
+
+    def jvp(t: Any, out: Any, x: Any, axis: Any, keepdims: bool, shape: Any) -> Any:
+        return sum(t * _argmax_share(out, x, axis, keepdims, shape), axis, keepdims)
+    return (vjp,), (jvp,)
+
+
+_MAX_VJP, _MAX_JVP = _extreme_rules()
+def _ties(x: Any, axis: Any, keepdims: bool, shape: Any) -> Any:
+    return x == np.amax(x, axis=axis, keepdims=True)
+
+
+def _ties_min(x: Any, axis: Any, keepdims: bool, shape: Any) -> Any:
+    return x == np.amin(x, axis=axis, keepdims=True)
+
+
+AMAX = defprim("amax", lambda x, axis, keepdims, shape: np.amax(x, axis=axis, keepdims=keepdims),
+               vjps=_MAX_VJP, jvps=_MAX_JVP, saves="x out", flops=_reduce_flops, kind="reduction",
+               decide=_ties,
+               hint="amax of an empty array is undefined.")
+AMIN = defprim("amin", lambda x, axis, keepdims, shape: np.amin(x, axis=axis, keepdims=keepdims),
+               vjps=_MAX_VJP, jvps=_MAX_JVP, saves="x out", flops=_reduce_flops, kind="reduction",
+               decide=_ties_min)
+
+
+def _logsumexp_forward(x: Any, axis: Any, keepdims: bool, shape: Any) -> Any:
+    m = np.amax(x, axis=axis, keepdims=True)
+    m = np.where(np.isfinite(m), m, 0)
+    out = np.log(np.sum(np.exp(x - m), axis=axis, keepdims=True)) + m
+    return out if keepdims else np.reshape(out, [n for i, n in enumerate(out.shape)
+                                                 if axis is not None and i not in axis])
+
+
+def _softmax_of(x: Any, out: Any, axis: Any, keepdims: bool, shape: Any) -> Any:
+    return exp(x - expand_reduced(out, shape, axis, keepdims))
+
+
+LOGSUMEXP = defprim("logsumexp", _logsumexp_forward,
+                    vjps=(lambda g, out, x, axis, keepdims, shape:
+                          expand_reduced(g, shape, axis, keepdims) * _softmax_of(x, out, axis, keepdims, shape),),
+                    jvps=(lambda t, out, x, axis, keepdims, shape:
+                          sum(t * _softmax_of(x, out, axis, keepdims, shape), axis, keepdims),),
+                    saves="x out", flops=lambda out, x, **p: 3 * int(np.size(x)), kind="reduction")
+
+
+def _cum_axis(x: Any, axis: Any) -> tuple[Any, int]:
+    if axis is None:
+        return reshape(x, (-1,)), 0
+    return x, normalize_axis(axis, x.ndim, "cumsum")[0]
+
+
+CUMSUM = defprim("cumsum", lambda x, axis: np.cumsum(x, axis=axis),
+                 vjps=(lambda g, out, x, axis: flip(cumsum(flip(g, axis), axis), axis),),
+                 jvps=(lambda t, out, x, axis: cumsum(t, axis),), flops=_reduce_flops, kind="reduction")
+# d out_j / d x_i = out_j / x_i for j >= i: exact for nonzero x (inputs with zeros are not supported)
+CUMPROD = defprim("cumprod", lambda x, axis: np.cumprod(x, axis=axis),
+                  vjps=(lambda g, out, x, axis: flip(cumsum(flip(g * out, axis), axis), axis) / x,),
+                  jvps=(lambda t, out, x, axis: cumsum(t / x, axis) * out,),
+                  saves="x out", flops=_reduce_flops, kind="reduction")
+
+
+# ----- public functions -----
+def _reduce(prim: Any, x: Any, axis: Any, keepdims: bool) -> Any:
+    shape = tuple(np.shape(raw(x)))
+    axis = normalize_axis(axis, len(shape), prim.name)
+    if axis is not None and len(axis) == len(shape):
+        axis = None if not keepdims else axis
+    return apply(prim, (x,), {"axis": axis, "keepdims": bool(keepdims), "shape": shape})
+
+
+def sum(x: Any, axis: Any = None, keepdims: bool = False, dtype: Any = None) -> Any:
+    """Sum over ``axis`` (int, tuple or None), as ``numpy.sum``.
+
+    >>> import chainrule as cr
+    >>> cr.sum(cr.tensor([[1.0, 2.0], [3.0, 4.0]]), axis=0)
+    tensor([4., 6.])
+    """
+    if dtype is not None:
+        x = astype(x, dtype)
+    return _reduce(SUM, x, axis, keepdims)
+
+
+def prod(x: Any, axis: Any = None, keepdims: bool = False) -> Any:
+    """Product over ``axis``; the gradient is exact even with zeros in the input."""
+    return _reduce(PROD, x, axis, keepdims)
+
+
+def amax(x: Any, axis: Any = None, keepdims: bool = False) -> Any:
+    """Maximum over ``axis``; ties share the gradient evenly."""
+    return _reduce(AMAX, x, axis, keepdims)
+
+
+def amin(x: Any, axis: Any = None, keepdims: bool = False) -> Any:
+    """Minimum over ``axis``; ties share the gradient evenly."""
+    return _reduce(AMIN, x, axis, keepdims)
+
+
+max = amax
+min = amin
+
+
+def logsumexp(x: Any, axis: Any = None, keepdims: bool = False) -> Any:
+    """``log(sum(exp(x), axis))`` computed without overflow; its gradient is the softmax."""
+    return _reduce(LOGSUMEXP, x, axis, keepdims)
+
+
+def cumsum(x: Any, axis: Any = None) -> Any:
+    """Cumulative sum along ``axis`` (flattened when None)."""
+    x, axis = _cum_axis(x, axis)
+    return apply(CUMSUM, (x,), {"axis": axis})
+
+
+def cumprod(x: Any, axis: Any = None) -> Any:
+    """Cumulative product along ``axis`` (flattened when None)."""
+    x, axis = _cum_axis(x, axis)
+    return apply(CUMPROD, (x,), {"axis": axis})
+
+
+def _count(x: Any, axis: Any) -> int:
+    shape = np.shape(raw(x))
+    axes = normalize_axis(axis, len(shape), "mean")
+    if axes is None:
+        return int(np.prod(shape))
+    return int(np.prod([shape[a] for a in axes]))
+
+
+def mean(x: Any, axis: Any = None, keepdims: bool = False, dtype: Any = None) -> Any:
+    """Arithmetic mean over ``axis`` (composite: sum / n)."""
+    if dtype is not None:
+        x = astype(x, dtype)
+    return sum(x, axis, keepdims) / builtins.max(_count(x, axis), 1)
+
+
+def var(x: Any, axis: Any = None, keepdims: bool = False, ddof: int = 0) -> Any:
+    """Variance over ``axis`` with ``ddof`` (NumPy's default 0; PyTorch's unbiased is ddof=1)."""
+    centered = x - mean(x, axis, keepdims=True)
+    return sum(centered * centered, axis, keepdims) / builtins.max(_count(x, axis) - ddof, 1)
+
+
+def std(x: Any, axis: Any = None, keepdims: bool = False, ddof: int = 0) -> Any:
+    """Standard deviation (composite: sqrt of var)."""
+    return sqrt(var(x, axis, keepdims, ddof))
+
+
+def average(x: Any, axis: Any = None, weights: Any = None) -> Any:
+    """Weighted mean (composite)."""
+    if weights is None:
+        return mean(x, axis)
+    return sum(x * weights, axis) / sum(weights * ones_like(x), axis)
+
+
+def argmax(x: Any, axis: Any = None, keepdims: bool = False) -> Any:
+    """Index of the maximum (non-differentiable integer result)."""
+    return _index_result(x, np.argmax(raw(x), axis=axis, keepdims=keepdims))
+
+
+def argmin(x: Any, axis: Any = None, keepdims: bool = False) -> Any:
+    """Index of the minimum (non-differentiable integer result)."""
+    return _index_result(x, np.argmin(raw(x), axis=axis, keepdims=keepdims))
+
+
+def argsort(x: Any, axis: int = -1) -> Any:
+    """Indices that sort ``x`` along ``axis`` (non-differentiable)."""
+    return _index_result(x, np.argsort(raw(x), axis=axis, kind="stable"))
+
+
+def _index_result(x: Any, idx: Any) -> Any:
+    st = STATE
+    if st.observers:
+        for ob in st.observers:
+            ob.on_op(ARGMAX, [raw(x)], {}, idx)
+    return _wrap(np.asarray(idx)) if isinstance(x, Tensor) else idx
+
+
+ARGMAX = defprim("argmax", lambda x: np.argmax(x), vjps=None, jvps=None, kind="discrete")
+
+_ = reduced_shape  # re-exported helper used by composites elsewhere
+
+from ..grad_mode import STATE  # noqa: E402
+from ..tensor import wrap as _wrap  # noqa: E402
+from .elementwise import astype, equal, exp, ones_like, sqrt  # noqa: E402
+from .shape import concatenate, flip, reshape, transpose  # noqa: E402

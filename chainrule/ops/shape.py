@@ -1,0 +1,428 @@
+"""Shape and indexing ops. Primitives: reshape, transpose, broadcast_to, concatenate, flip, roll, pad,
+getitem, scatter_add, index_put. Everything else here is a composite and needs no rule.
+
+Indexing follows NumPy: integer-array indices that repeat an element accumulate its gradient.
+"""
+from __future__ import annotations
+
+import operator
+from typing import Any, Sequence
+
+from .._backend import np
+from ..errors import ShapeError
+from ._registry import Tensor, apply, defprim, linear_jvps, raw
+from ._shapes import normalize_axis
+
+_NOFLOP = lambda out, *xs, **p: 0  # noqa: E731  (data movement is not counted as FLOPs)
+
+
+def _shape_of(x: Any) -> tuple[int, ...]:
+    return tuple(np.shape(raw(x)))
+
+
+RESHAPE = defprim("reshape", lambda x, shape, in_shape: np.reshape(x, shape),
+                  vjps=(lambda g, out, x, shape, in_shape: reshape(g, in_shape),),
+                  jvps=(lambda t, out, x, shape, in_shape: reshape(t, shape),), flops=_NOFLOP, kind="shape")
+
+
+def _inverse_perm(axes: Sequence[int]) -> tuple[int, ...]:
+    inv = [0] * len(axes)
+    for i, a in enumerate(axes):
+        inv[a] = i
+    return tuple(inv)
+
+
+TRANSPOSE = defprim("transpose", lambda x, axes: np.transpose(x, axes),
+                    vjps=(lambda g, out, x, axes: transpose(g, _inverse_perm(axes)),),
+                    jvps=(lambda t, out, x, axes: transpose(t, axes),), flops=_NOFLOP, kind="shape")
+# The engine sums a cotangent back to the input's shape, so broadcast_to's rule is the identity.
+BROADCAST_TO = defprim("broadcast_to", lambda x, shape: np.broadcast_to(x, shape),
+                       vjps=(lambda g, out, x, shape: g,),
+                       jvps=(lambda t, out, x, shape: broadcast_to(t, shape),), flops=_NOFLOP, kind="shape")
+
+
+def _concat_vjp(g: Any, out: Any, *xs: Any, axis: int, bounds: tuple, argnum: int) -> Any:
+    index = (slice(None),) * axis + (slice(bounds[argnum], bounds[argnum + 1]),)
+    return getitem(g, index)
+
+
+def _concat_jvp(t: Any, out: Any, *xs: Any, axis: int, bounds: tuple, argnum: int) -> Any:
+    parts = [t if i == argnum else zeros_like(x) for i, x in enumerate(xs)]
+    return concatenate(parts, axis=axis)
+
+
+CONCATENATE = defprim("concatenate", lambda *xs, axis, bounds: np.concatenate(xs, axis=axis),
+                      vjps=(_concat_vjp,), jvps=(_concat_jvp,), variadic=True, flops=_NOFLOP,
+                      kind="shape", hint="All inputs must have the same shape except along `axis`.")
+FLIP = defprim("flip", lambda x, axis: np.flip(x, axis),
+               vjps=(lambda g, out, x, axis: flip(g, axis),),
+               jvps=(lambda t, out, x, axis: flip(t, axis),), flops=_NOFLOP, kind="shape")
+ROLL = defprim("roll", lambda x, shift, axis: np.roll(x, shift, axis),
+               vjps=(lambda g, out, x, shift, axis: roll(g, _negate(shift), axis),),
+               jvps=(lambda t, out, x, shift, axis: roll(t, shift, axis),), flops=_NOFLOP, kind="shape")
+
+
+def _negate(shift: Any) -> Any:
+    return tuple(-s for s in shift) if isinstance(shift, tuple) else -shift
+
+
+def _pad_forward(x: Any, pad_width: tuple, constant_values: Any) -> Any:
+    return np.pad(x, pad_width, mode="constant", constant_values=constant_values)
+
+
+def _unpad(g: Any, pad_width: tuple) -> Any:
+    return getitem(g, tuple(slice(lo, g.shape[i] - hi) for i, (lo, hi) in enumerate(pad_width)))
+
+
+PAD = defprim("pad", _pad_forward,
+              vjps=(lambda g, out, x, pad_width, constant_values: _unpad(g, pad_width),),
+              jvps=(lambda t, out, x, pad_width, constant_values: pad(t, pad_width),),
+              flops=_NOFLOP, kind="shape")
+
+
+def _is_basic(index: tuple) -> bool:
+    return all(isinstance(i, (int, np.integer, slice)) or i is None or i is Ellipsis for i in index)
+
+
+def _scatter_forward(g: Any, index: tuple, shape: tuple, dtype: Any) -> Any:
+    out = np.zeros(shape, dtype=dtype)
+    if _is_basic(index):
+        out[index] = g
+    else:
+        np.add.at(out, index, g)
+    return out
+
+
+GETITEM = defprim("getitem", lambda x, index, shape: x[index],
+                  vjps=(lambda g, out, x, index, shape: scatter_add(g, index, shape),),
+                  jvps=(lambda t, out, x, index, shape: getitem(t, index),), flops=_NOFLOP, kind="shape")
+# zeros(shape) with g added at index (repeated indices accumulate); the transpose of getitem
+SCATTER_ADD = defprim("scatter_add", _scatter_forward,
+                      vjps=(lambda g, out, x, index, shape, dtype: getitem(g, index),),
+                      jvps=(lambda t, out, x, index, shape, dtype: scatter_add(t, index, shape),),
+                      flops=_NOFLOP, kind="shape")
+
+
+def _index_put_forward(x: Any, v: Any, index: tuple) -> Any:
+    out = np.array(x, copy=True)
+    out[index] = v
+    return out
+
+
+INDEX_PUT = defprim("index_put", _index_put_forward,
+                    vjps=(lambda g, out, x, v, index: index_put(g, index, 0.0),
+                          lambda g, out, x, v, index: getitem(g, index)),
+                    jvps=(lambda t, out, x, v, index: index_put(t, index, 0.0),
+                          lambda t, out, x, v, index: index_put(zeros_like(out), index, t)),
+                    flops=_NOFLOP, kind="shape")
+
+
+def _normalize_index(index: Any, ndim: int) -> tuple:
+    """Plain-array index tuple; Tensors unwrapped, boolean masks turned into integer arrays."""
+    if not isinstance(index, tuple):
+        index = (index,)
+    out: list = []
+    for i in index:
+        i = raw(i)
+        if isinstance(i, list):
+            i = np.asarray(i)
+        if isinstance(i, np.ndarray) and i.dtype == np.bool_:
+            out.extend(np.nonzero(i))
+        elif isinstance(i, np.ndarray) and i.dtype.kind not in "iu":
+            raise IndexError(f"getitem: index arrays must be integer or boolean, got {i.dtype}")
+        else:
+            out.append(i)
+    return tuple(out)
+
+
+# ----- public functions -----
+def reshape(x: Any, shape: Any, *more: int) -> Any:
+    """Reshape (one dimension may be -1), as ``numpy.reshape``."""
+    if more:
+        shape = (shape, *more)
+    elif isinstance(shape, (int, np.integer)):
+        shape = (int(shape),)
+    in_shape = _shape_of(x)
+    shape = tuple(int(s) for s in shape)
+    if shape == in_shape and isinstance(x, Tensor):
+        return x
+    return apply(RESHAPE, (x,), {"shape": shape, "in_shape": in_shape})
+
+
+def transpose(x: Any, axes: Any = None) -> Any:
+    """Permute axes (reverse them when ``axes`` is None)."""
+    ndim = len(_shape_of(x))
+    axes = tuple(reversed(range(ndim))) if axes is None else tuple(int(a) % max(ndim, 1) for a in axes)
+    if sorted(axes) != list(range(ndim)):
+        raise ShapeError(f"transpose: axes {axes} are not a permutation of 0..{ndim - 1}")
+    return apply(TRANSPOSE, (x,), {"axes": axes})
+
+
+def permute_dims(x: Any, axes: Any = None) -> Any:
+    """Alias of ``transpose`` (array-API name)."""
+    return transpose(x, axes)
+
+
+def moveaxis(x: Any, source: Any, destination: Any) -> Any:
+    """Move axes to new positions (composite of transpose)."""
+    ndim = len(_shape_of(x))
+    src = [int(a) % ndim for a in np.atleast_1d(source)]
+    dst = [int(a) % ndim for a in np.atleast_1d(destination)]
+    order = [a for a in range(ndim) if a not in src]
+    for d, s in sorted(zip(dst, src)):
+        order.insert(d, s)
+    return transpose(x, order)
+
+
+def swapaxes(x: Any, axis1: int, axis2: int) -> Any:
+    """Swap two axes (composite of transpose)."""
+    ndim = len(_shape_of(x))
+    axes = list(range(ndim))
+    a, b = axis1 % ndim, axis2 % ndim
+    axes[a], axes[b] = axes[b], axes[a]
+    return transpose(x, axes)
+
+
+def broadcast_to(x: Any, shape: Any) -> Any:
+    """Broadcast to ``shape``; the gradient is summed back."""
+    shape = tuple(shape)
+    if _shape_of(x) == shape and isinstance(x, Tensor):
+        return x
+    return apply(BROADCAST_TO, (x,), {"shape": shape})
+
+
+def expand_dims(x: Any, axis: Any) -> Any:
+    """Insert size-1 axes (composite of reshape)."""
+    shape = list(_shape_of(x))
+    axes = (axis,) if isinstance(axis, int) else tuple(axis)
+    ndim = len(shape) + len(axes)
+    for a in sorted(a % ndim for a in axes):
+        shape.insert(a, 1)
+    return reshape(x, tuple(shape))
+
+
+def squeeze(x: Any, axis: Any = None) -> Any:
+    """Remove size-1 axes (composite of reshape)."""
+    shape = _shape_of(x)
+    axes = normalize_axis(axis, len(shape), "squeeze")
+    if axes is None:
+        axes = tuple(i for i, n in enumerate(shape) if n == 1)
+    for a in axes:
+        if shape[a] != 1:
+            raise ShapeError(f"squeeze: cannot remove axis {a} of size {shape[a]} from shape {shape}")
+    return reshape(x, tuple(n for i, n in enumerate(shape) if i not in axes))
+
+
+def ravel(x: Any) -> Any:
+    """Flatten to 1-D (composite of reshape)."""
+    return reshape(x, (-1,))
+
+
+def flatten(x: Any, start_axis: int = 0, end_axis: int = -1) -> Any:
+    """Merge axes ``start_axis..end_axis`` into one (torch.flatten's semantics)."""
+    shape = _shape_of(x)
+    if not shape:
+        return reshape(x, (1,))
+    s, e = start_axis % len(shape), end_axis % len(shape)
+    return reshape(x, shape[:s] + (-1,) + shape[e + 1:])
+
+
+def concatenate(xs: Sequence[Any], axis: int | None = 0) -> Any:
+    """Join along an existing axis (``axis=None`` flattens first), as ``numpy.concatenate``."""
+    xs = list(xs)
+    if not xs:
+        raise ShapeError("concatenate: need at least one array")
+    if axis is None:
+        xs = [ravel(x) for x in xs]
+        axis = 0
+    ndim = len(_shape_of(xs[0]))
+    if ndim == 0:
+        raise ShapeError("concatenate: zero-dimensional arrays cannot be concatenated; use stack")
+    axis = normalize_axis(axis, ndim, "concatenate")[0]
+    bounds = [0]
+    for x in xs:
+        shape = _shape_of(x)
+        if len(shape) != ndim:
+            raise ShapeError(f"concatenate: all inputs must have {ndim} dimensions, got shapes "
+                             f"{[_shape_of(v) for v in xs]}")
+        bounds.append(bounds[-1] + shape[axis])
+    return apply(CONCATENATE, tuple(xs), {"axis": axis, "bounds": tuple(bounds)})
+
+
+def stack(xs: Sequence[Any], axis: int = 0) -> Any:
+    """Join along a new axis (composite of expand_dims + concatenate)."""
+    xs = list(xs)
+    shapes = {_shape_of(x) for x in xs}
+    if len(shapes) > 1:
+        raise ShapeError(f"stack: all inputs must have the same shape, got {sorted(shapes)}")
+    ndim = len(shapes.pop()) + 1
+    axis = axis % ndim
+    return concatenate([expand_dims(x, axis) for x in xs], axis=axis)
+
+
+def hstack(xs: Sequence[Any]) -> Any:
+    """Stack horizontally (composite)."""
+    xs = list(xs)
+    return concatenate(xs, axis=0 if len(_shape_of(xs[0])) == 1 else 1)
+
+
+def vstack(xs: Sequence[Any]) -> Any:
+    """Stack vertically (composite)."""
+    return concatenate([reshape(x, (1, -1)) if len(_shape_of(x)) == 1 else x for x in xs], axis=0)
+
+
+def split(x: Any, indices_or_sections: Any, axis: int = 0) -> list:
+    """Split into pieces along ``axis`` (composite of getitem), as ``numpy.split``."""
+    n = _shape_of(x)[axis]
+    if isinstance(indices_or_sections, (int, np.integer)):
+        k = int(indices_or_sections)
+        if n % k:
+            raise ShapeError(f"split: axis of size {n} cannot be split into {k} equal sections; "
+                             f"use array_split or pass indices")
+        cuts = [i * (n // k) for i in range(1, k)]
+    else:
+        cuts = list(indices_or_sections)
+    edges = [0, *cuts, n]
+    axis = axis % len(_shape_of(x))
+    return [getitem(x, (slice(None),) * axis + (slice(a, b),)) for a, b in zip(edges[:-1], edges[1:])]
+
+
+def array_split(x: Any, sections: int, axis: int = 0) -> list:
+    """Split into ``sections`` nearly equal pieces (composite)."""
+    n = _shape_of(x)[axis]
+    q, r = divmod(n, sections)
+    sizes = [q + 1] * r + [q] * (sections - r)
+    return split(x, list(np.cumsum(sizes)[:-1]), axis)
+
+
+def flip(x: Any, axis: Any = None) -> Any:
+    """Reverse the order of elements along ``axis`` (all axes when None)."""
+    ndim = len(_shape_of(x))
+    axis = normalize_axis(axis, ndim, "flip") if axis is not None else tuple(range(ndim))
+    return apply(FLIP, (x,), {"axis": axis})
+
+
+def roll(x: Any, shift: Any, axis: Any = None) -> Any:
+    """Roll elements along ``axis`` (flattened when None)."""
+    if isinstance(shift, (list, tuple)):
+        shift = tuple(int(s) for s in shift)
+    if isinstance(axis, list):
+        axis = tuple(axis)
+    return apply(ROLL, (x,), {"shift": shift, "axis": axis})
+
+
+def tile(x: Any, reps: Any) -> Any:
+    """Repeat the whole array ``reps`` times per axis (composite of reshape + broadcast_to)."""
+    reps = (int(reps),) if isinstance(reps, (int, np.integer)) else tuple(int(r) for r in reps)
+    shape = _shape_of(x)
+    ndim = max(len(shape), len(reps))
+    shape = (1,) * (ndim - len(shape)) + shape
+    reps = (1,) * (ndim - len(reps)) + reps
+    spread = reshape(x, tuple(v for n in shape for v in (1, n)))
+    big = broadcast_to(spread, tuple(v for r, n in zip(reps, shape) for v in (r, n)))
+    return reshape(big, tuple(r * n for r, n in zip(reps, shape)))
+
+
+def repeat(x: Any, repeats: Any, axis: int | None = None) -> Any:
+    """Repeat each element (composite of take with repeated indices, which accumulate)."""
+    if axis is None:
+        x, axis = ravel(x), 0
+    n = _shape_of(x)[axis]
+    return take(x, np.repeat(np.arange(n), raw(repeats)), axis=axis)
+
+
+def pad(x: Any, pad_width: Any, mode: str = "constant", constant_values: float = 0.0) -> Any:
+    """Pad with a constant (``mode='constant'``, the only differentiable mode offered)."""
+    if mode != "constant":
+        raise ValueError(f"pad: mode {mode!r} is not supported; use mode='constant'")
+    ndim = len(_shape_of(x))
+    width = np.broadcast_to(np.asarray(pad_width, dtype=int), (ndim, 2))
+    return apply(PAD, (x,), {"pad_width": tuple(map(tuple, width.tolist())),
+                             "constant_values": constant_values})
+
+
+def getitem(x: Any, index: Any) -> Any:
+    """``x[index]`` with NumPy semantics: slices, ints, None, Ellipsis, integer and boolean arrays."""
+    shape = _shape_of(x)
+    index = _normalize_index(index, len(shape))
+    return apply(GETITEM, (x,), {"index": index, "shape": shape})
+
+
+def scatter_add(g: Any, index: Any, shape: tuple) -> Any:
+    """zeros(shape) with ``g`` added at ``index`` (the transpose of getitem)."""
+    index = _normalize_index(index, len(shape))
+    return apply(SCATTER_ADD, (g,), {"index": index, "shape": tuple(shape), "dtype": raw(g).dtype})
+
+
+def index_put(x: Any, index: Any, values: Any) -> Any:
+    """Out-of-place ``x[index] = values``; ``Tensor.__setitem__`` uses it and rebases in place."""
+    index = _normalize_index(index, len(_shape_of(x)))
+    return apply(INDEX_PUT, (x, values), {"index": index})
+
+
+def take(x: Any, indices: Any, axis: int | None = None) -> Any:
+    """Take elements by integer indices along ``axis`` (composite of getitem)."""
+    indices = np.asarray(raw(indices))
+    if axis is None:
+        return getitem(ravel(x), indices)
+    axis = operator.index(axis) % len(_shape_of(x))
+    return getitem(x, (slice(None),) * axis + (indices,))
+
+
+def take_along_axis(x: Any, indices: Any, axis: int) -> Any:
+    """``numpy.take_along_axis`` (composite of getitem with broadcast index grids)."""
+    indices = np.asarray(raw(indices))
+    shape = _shape_of(x)
+    axis = axis % len(shape)
+    grids = list(np.ogrid[tuple(slice(n) for n in indices.shape)])
+    grids[axis] = indices
+    return getitem(x, tuple(grids))
+
+
+def sort(x: Any, axis: int = -1) -> Any:
+    """Sorted copy; the gradient flows back to the original positions."""
+    return take_along_axis(x, argsort(x, axis=axis), axis)
+
+
+def diagonal(x: Any, offset: int = 0, axis1: int = 0, axis2: int = 1) -> Any:
+    """Diagonal of the (axis1, axis2) planes, on the last axis (composite of getitem)."""
+    moved = moveaxis(x, (axis1, axis2), (-2, -1))
+    rows, cols = _shape_of(moved)[-2:]
+    start_r, start_c = max(-offset, 0), max(offset, 0)
+    n = max(min(rows - start_r, cols - start_c), 0)
+    r = np.arange(n) + start_r
+    return getitem(moved, (Ellipsis, r, r - start_r + start_c))
+
+
+def trace(x: Any, offset: int = 0, axis1: int = 0, axis2: int = 1) -> Any:
+    """Sum of the diagonal (composite)."""
+    return sum(diagonal(x, offset, axis1, axis2), axis=-1)
+
+
+def tril(x: Any, k: int = 0) -> Any:
+    """Lower triangle (composite: multiply by a constant mask)."""
+    n, m = _shape_of(x)[-2:]
+    return where(np.tri(n, m, k, dtype=bool), x, 0.0)
+
+
+def triu(x: Any, k: int = 0) -> Any:
+    """Upper triangle (composite: multiply by a constant mask)."""
+    n, m = _shape_of(x)[-2:]
+    return where(np.tri(n, m, k - 1, dtype=bool), 0.0, x)
+
+
+def atleast_1d(x: Any) -> Any:
+    """View with at least one dimension."""
+    return reshape(x, (1,)) if not _shape_of(x) else x
+
+
+def atleast_2d(x: Any) -> Any:
+    """View with at least two dimensions."""
+    shape = _shape_of(x)
+    return reshape(x, (1,) * (2 - len(shape)) + shape) if len(shape) < 2 else x
+
+
+_ = linear_jvps
+
+from .elementwise import where, zeros_like  # noqa: E402
+from .reduction import argsort, sum  # noqa: E402

@@ -1,0 +1,422 @@
+"""Tensor: an ndarray plus the metadata autograd needs. Operators delegate to ``chainrule.ops``."""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from . import _dtypes
+from ._backend import ndarray, np
+from .errors import DTypeError, GraphError
+from .grad_mode import STATE
+
+
+class Tensor:
+    """An n-dimensional array that can record the ops applied to it.
+
+    >>> import chainrule as cr
+    >>> x = cr.tensor([1.0, 2.0], requires_grad=True)
+    >>> (x * x).sum().backward(); x.grad
+    tensor([2., 4.])
+    """
+
+    __slots__ = ("data", "grad", "_requires_grad", "grad_fn", "_nr", "_version", "_tangents",
+                 "_accum", "_retains", "__weakref__")
+    __array_priority__ = 1000
+
+    def __init__(self, data: Any, requires_grad: bool = False) -> None:
+        if isinstance(data, Tensor):
+            data = data.data
+        if type(data) is not ndarray:
+            data = np.asarray(data)
+        self.data = data
+        self.grad: Tensor | None = None
+        self._requires_grad = False
+        self.grad_fn = None
+        self._nr = 0
+        self._version = 0
+        self._tangents: dict | None = None
+        self._accum = None
+        self._retains = False
+        if requires_grad:
+            self.requires_grad = True
+
+    # ----- metadata -----
+    @property
+    def requires_grad(self) -> bool:
+        return self._requires_grad
+
+    @requires_grad.setter
+    def requires_grad(self, flag: bool) -> None:
+        if self.grad_fn is not None and not flag:
+            raise GraphError("requires_grad can only be turned off on leaf tensors; "
+                             "use .detach() to get a tensor outside the graph")
+        if flag and not _dtypes.is_floating(self.data.dtype):
+            raise DTypeError(f"requires_grad=True needs a floating dtype, but this tensor is "
+                             f"{self.data.dtype} with shape {self.data.shape}; create it with "
+                             f"dtype=cr.float32 (or float64), or from float data")
+        self._requires_grad = bool(flag)
+
+    def requires_grad_(self, flag: bool = True) -> Tensor:
+        """Set ``requires_grad`` in place and return self (leaf tensors only)."""
+        self.requires_grad = flag
+        return self
+
+    @property
+    def is_leaf(self) -> bool:
+        return self.grad_fn is None
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.data.shape
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self.data.dtype
+
+    @property
+    def ndim(self) -> int:
+        return self.data.ndim
+
+    @property
+    def size(self) -> int:
+        return self.data.size
+
+    @property
+    def nbytes(self) -> int:
+        return self.data.nbytes
+
+    @property
+    def T(self) -> Tensor:
+        return _ops.transpose(self)
+
+    @property
+    def mT(self) -> Tensor:
+        return _ops.swapaxes(self, -1, -2)
+
+    @property
+    def retains_grad(self) -> bool:
+        return self._retains
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+    def __repr__(self) -> str:
+        body = np.array2string(np.asarray(self.data), separator=", ", prefix="tensor(")
+        extra = ""
+        if self.data.dtype not in (_dtypes.get_default_dtype(), np.dtype(np.int64), np.dtype(np.bool_)):
+            extra += f", dtype={self.data.dtype}"
+        if self.grad_fn is not None:
+            extra += f", grad_fn=<{self.grad_fn.name}>"
+        elif self._requires_grad:
+            extra += ", requires_grad=True"
+        return f"tensor({body}{extra})"
+
+    # ----- conversion -----
+    def item(self) -> Any:
+        """Return the value of a one-element tensor as a Python number."""
+        if self.data.size != 1:
+            raise ValueError(f"item(): only one-element tensors can be converted, got shape {self.shape}")
+        return self.data.item()
+
+    def numpy(self) -> ndarray:
+        """Return the underlying ndarray (shared, not copied); refuses tensors that require grad."""
+        if self._requires_grad:
+            raise GraphError("numpy(): this tensor requires grad; call .detach().numpy() "
+                             "(the result will not be tracked)")
+        return self.data
+
+    def tolist(self) -> Any:
+        return self.data.tolist()
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> ndarray:
+        if dtype is not None and dtype != self.data.dtype:
+            return self.data.astype(dtype)
+        return self.data.copy() if copy else self.data
+
+    def __float__(self) -> float:
+        return float(self.item())
+
+    def __int__(self) -> int:
+        return int(self.item())
+
+    def __bool__(self) -> bool:
+        return bool(self.item())
+
+    def __index__(self) -> int:
+        return int(self.data.__index__())
+
+    def __hash__(self) -> int:
+        return id(self)
+
+    # ----- graph -----
+    def detach(self) -> Tensor:
+        """Return a tensor that shares data but is outside the graph (a new leaf)."""
+        out = Tensor.__new__(Tensor)
+        _init(out, self.data)
+        return out
+
+    def detach_(self) -> Tensor:
+        """Cut this tensor out of the graph in place."""
+        self.grad_fn = None
+        self._nr = 0
+        self._requires_grad = False
+        return self
+
+    def _edge(self) -> tuple:
+        """The (node, output index) that receives this tensor's gradient."""
+        if self.grad_fn is not None:
+            return (self.grad_fn, self._nr)
+        if self._accum is None:
+            self._accum = _graph.AccumulateGrad(self)
+        return (self._accum, 0)
+
+    def retain_grad(self) -> None:
+        """Keep ``.grad`` on a non-leaf tensor after backward (leaves always keep it)."""
+        if self.grad_fn is None:
+            if not self._requires_grad:
+                raise GraphError("retain_grad() on a tensor that does not require grad")
+            return
+        if self._retains:
+            return
+        self._retains = True
+        _graph.add_retain_hook(self)
+
+    def register_hook(self, fn: Callable[[Tensor], Tensor | None]) -> Callable[[], None]:
+        """Call ``fn(grad)`` when this tensor's gradient is computed; a returned tensor replaces it.
+
+        Returns a function that removes the hook.
+
+        >>> import chainrule as cr
+        >>> x = cr.tensor([1.0, 2.0], requires_grad=True)
+        >>> _ = x.register_hook(lambda g: g * 10)
+        >>> x.sum().backward(); x.grad
+        tensor([10., 10.])
+        """
+        if not self._requires_grad:
+            raise GraphError("register_hook: cannot register a hook on a tensor that does not require grad")
+        node, nr = self._edge()
+        return node.add_pre_hook(nr, fn)
+
+    def backward(self, gradient: Any = None, retain_graph: bool | None = None,
+                 create_graph: bool = False, inputs: Any = None) -> None:
+        """Accumulate d(self)/d(leaf) into every leaf's ``.grad`` (reverse mode).
+
+        >>> import chainrule as cr
+        >>> x = cr.tensor(3.0, requires_grad=True)
+        >>> (x ** 2).backward(); x.grad
+        tensor(6.)
+        """
+        _engine.backward([self], None if gradient is None else [gradient], retain_graph,
+                         create_graph, inputs)
+
+    # ----- in place -----
+    def _bump(self) -> None:
+        self._version += 1
+
+    def _assign(self, new: Tensor, op: str) -> Tensor:
+        """Make ``self`` hold ``new`` (an out-of-place result) in place; rebase its grad_fn."""
+        if self.grad_fn is None and self._requires_grad and STATE.grad_enabled:
+            raise GraphError(f"{op}: a leaf tensor that requires grad is used in an in-place "
+                             f"operation; wrap it in cr.no_grad() or use an out-of-place op")
+        if new.data.shape != self.data.shape:
+            raise ValueError(f"{op}: the in-place result has shape {new.data.shape}, which does not "
+                             f"match the tensor's shape {self.data.shape}")
+        np.copyto(self.data, new.data, casting="same_kind")
+        self._version += 1
+        if new.grad_fn is not None:
+            self.grad_fn, self._nr, self._requires_grad = new.grad_fn, new._nr, True
+        self._tangents = new._tangents
+        return self
+
+    def __iadd__(self, other: Any) -> Tensor:
+        return self._assign(_ops.add(self, other), "+=")
+
+    def __isub__(self, other: Any) -> Tensor:
+        return self._assign(_ops.subtract(self, other), "-=")
+
+    def __imul__(self, other: Any) -> Tensor:
+        return self._assign(_ops.multiply(self, other), "*=")
+
+    def __itruediv__(self, other: Any) -> Tensor:
+        return self._assign(_ops.divide(self, other), "/=")
+
+    def __setitem__(self, index: Any, value: Any) -> None:
+        self._assign(_ops.index_put(self, index, value), "__setitem__")
+
+    def zero_(self) -> Tensor:
+        """Fill with zeros in place (not recorded)."""
+        self.data[...] = 0
+        self._version += 1
+        return self
+
+    # ----- operators (all delegate to ops) -----
+    def __add__(self, other: Any) -> Tensor:
+        return _ops.add(self, other)
+
+    def __radd__(self, other: Any) -> Tensor:
+        return _ops.add(other, self)
+
+    def __sub__(self, other: Any) -> Tensor:
+        return _ops.subtract(self, other)
+
+    def __rsub__(self, other: Any) -> Tensor:
+        return _ops.subtract(other, self)
+
+    def __mul__(self, other: Any) -> Tensor:
+        return _ops.multiply(self, other)
+
+    def __rmul__(self, other: Any) -> Tensor:
+        return _ops.multiply(other, self)
+
+    def __truediv__(self, other: Any) -> Tensor:
+        return _ops.divide(self, other)
+
+    def __rtruediv__(self, other: Any) -> Tensor:
+        return _ops.divide(other, self)
+
+    def __pow__(self, other: Any) -> Tensor:
+        return _ops.power(self, other)
+
+    def __rpow__(self, other: Any) -> Tensor:
+        return _ops.power(other, self)
+
+    def __matmul__(self, other: Any) -> Tensor:
+        return _ops.matmul(self, other)
+
+    def __rmatmul__(self, other: Any) -> Tensor:
+        return _ops.matmul(other, self)
+
+    def __neg__(self) -> Tensor:
+        return _ops.negative(self)
+
+    def __pos__(self) -> Tensor:
+        return self
+
+    def __abs__(self) -> Tensor:
+        return _ops.abs(self)
+
+    def __getitem__(self, index: Any) -> Tensor:
+        return _ops.getitem(self, index)
+
+    def __lt__(self, other: Any) -> Tensor:
+        return _ops.less(self, other)
+
+    def __le__(self, other: Any) -> Tensor:
+        return _ops.less_equal(self, other)
+
+    def __gt__(self, other: Any) -> Tensor:
+        return _ops.greater(self, other)
+
+    def __ge__(self, other: Any) -> Tensor:
+        return _ops.greater_equal(self, other)
+
+    def __eq__(self, other: Any) -> Tensor:  # type: ignore[override]
+        return _ops.equal(self, other)
+
+    def __ne__(self, other: Any) -> Tensor:  # type: ignore[override]
+        return _ops.not_equal(self, other)
+
+    def __invert__(self) -> Tensor:
+        return _ops.logical_not(self)
+
+    def __and__(self, other: Any) -> Tensor:
+        return _ops.logical_and(self, other)
+
+    def __or__(self, other: Any) -> Tensor:
+        return _ops.logical_or(self, other)
+
+    def __array_ufunc__(self, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
+        return _ops.dispatch_ufunc(ufunc, method, inputs, kwargs)
+
+    def __array_function__(self, func: Any, types: Any, args: Any, kwargs: Any) -> Any:
+        return _ops.dispatch_function(func, args, kwargs)
+
+
+def _init(t: Tensor, data: ndarray) -> None:
+    t.data = data
+    t.grad = None
+    t._requires_grad = False
+    t.grad_fn = None
+    t._nr = 0
+    t._version = 0
+    t._tangents = None
+    t._accum = None
+    t._retains = False
+
+
+def wrap(data: Any) -> Tensor:
+    """Wrap an op's raw result as a new tensor without copying (the hot path)."""
+    t = Tensor.__new__(Tensor)
+    t.data = data if type(data) is ndarray else np.asarray(data)
+    t.grad = None
+    t._requires_grad = False
+    t.grad_fn = None
+    t._nr = 0
+    t._version = 0
+    t._tangents = None
+    t._accum = None
+    t._retains = False
+    return t
+
+
+def tensor(data: Any, dtype: Any = None, requires_grad: bool = False) -> Tensor:
+    """Create a leaf tensor holding a copy of ``data``.
+
+    Python floats become the default dtype (float32); NumPy arrays keep theirs.
+
+    >>> import chainrule as cr
+    >>> cr.tensor([1.0, 2.0]).dtype, cr.tensor([1, 2]).dtype
+    (dtype('float32'), dtype('int64'))
+    """
+    if isinstance(data, Tensor):
+        data = data.data
+    python_data = not isinstance(data, (ndarray, np.generic))
+    arr = np.array(data, dtype=dtype, copy=True)
+    if dtype is None and python_data and arr.dtype == np.float64:
+        arr = arr.astype(_dtypes.get_default_dtype())
+    out = Tensor(arr)
+    if requires_grad:
+        out.requires_grad = True
+    return out
+
+
+def as_tensor(data: Any, dtype: Any = None) -> Tensor:
+    """Return ``data`` as a Tensor, sharing memory where possible (no copy for Tensors/ndarrays)."""
+    if isinstance(data, Tensor) and (dtype is None or data.dtype == dtype):
+        return data
+    if isinstance(data, Tensor):
+        return _ops.astype(data, dtype)
+    if isinstance(data, ndarray) and (dtype is None or data.dtype == dtype):
+        return Tensor(data)
+    return tensor(data, dtype=dtype)
+
+
+from . import ops as _ops  # noqa: E402  (ops import Tensor; bound late to break the cycle)
+from .autograd import engine as _engine  # noqa: E402
+from .autograd import graph as _graph  # noqa: E402
+
+_METHODS = ("sum", "mean", "prod", "max", "min", "amax", "amin", "var", "std", "cumsum", "cumprod",
+            "argmax", "argmin", "argsort", "logsumexp", "exp", "log", "tanh", "sigmoid", "relu",
+            "sqrt", "abs", "clip", "swapaxes", "moveaxis", "squeeze", "expand_dims", "ravel",
+            "flatten", "flip", "roll", "repeat", "take", "dot", "matmul", "astype", "softmax",
+            "log_softmax", "sin", "cos", "norm", "round", "floor", "ceil", "sign", "square", "trace",
+            "diagonal", "broadcast_to", "tile", "sort", "exp2", "log1p", "expm1", "reciprocal", "copy")
+for _name in _METHODS:
+    setattr(Tensor, _name, getattr(_ops, _name))
+
+
+def _reshape(self: Tensor, *shape: Any) -> Tensor:
+    """Reshape; accepts ``t.reshape(2, 3)`` and ``t.reshape((2, 3))``."""
+    return _ops.reshape(self, shape[0] if len(shape) == 1 else shape)
+
+
+def _transpose(self: Tensor, *axes: Any) -> Tensor:
+    """Permute axes as ``ndarray.transpose`` (reverse when none are given)."""
+    if len(axes) == 1 and not isinstance(axes[0], int):
+        axes = tuple(axes[0])
+    return _ops.transpose(self, axes or None)
+
+
+Tensor.reshape = Tensor.view = _reshape  # type: ignore[attr-defined]
+Tensor.transpose = _transpose  # type: ignore[attr-defined]
+Tensor.permute = _transpose  # type: ignore[attr-defined]
+Tensor.clone = Tensor.copy  # type: ignore[attr-defined]

@@ -1,0 +1,62 @@
+"""``python -m chainrule tour``: each section runs live code for one idea of the seeds and prints
+what it measured. Sections live in small modules and register themselves with ``@section``."""
+from __future__ import annotations
+
+import argparse
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+
+@dataclass
+class Section:
+    key: str
+    title: str
+    seed: str                      # the seed idea it shows
+    run: Callable[["Context"], None]
+
+
+@dataclass
+class Context:
+    fast: bool = False             # smaller sizes (used by the test suite)
+    out: str | None = None         # directory for PNG plots (needs matplotlib)
+
+    def say(self, text: str = "") -> None:
+        print(text, flush=True)
+
+
+SECTIONS: list[Section] = []
+
+
+def section(key: str, title: str, seed: str) -> Callable:
+    """Register a tour section (in the order modules are imported)."""
+    def register(fn: Callable[[Context], None]) -> Callable[[Context], None]:
+        SECTIONS.append(Section(key, title, seed, fn))
+        return fn
+    return register
+
+
+def run(fast: bool = False, out: str | None = None, only: list[str] | None = None) -> None:
+    """Run the tour (all sections, or those whose key is in ``only``)."""
+    ctx = Context(fast=fast, out=out)
+    chosen = [s for s in SECTIONS if not only or s.key in only]
+    start = time.perf_counter()
+    for i, s in enumerate(chosen, 1):
+        ctx.say(f"\n[{i}/{len(chosen)}] {s.title}\n    seed idea: {s.seed}\n")
+        s.run(ctx)
+    ctx.say(f"\ntour finished: {len(chosen)} sections in {time.perf_counter() - start:.1f} s")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m chainrule tour", description=__doc__)
+    parser.add_argument("--fast", action="store_true", help="small sizes, a few seconds")
+    parser.add_argument("--out", help="write PNG plots here (needs the 'plot' extra)")
+    parser.add_argument("--only", nargs="*", help="section keys to run: " +
+                        ", ".join(s.key for s in SECTIONS))
+    args = parser.parse_args(argv)
+    run(fast=args.fast, out=args.out, only=args.only)
+    return 0
+
+
+# Section modules, in tour order. Each registers its sections on import.
+from . import core  # noqa: E402,F401
