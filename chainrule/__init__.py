@@ -8,7 +8,7 @@
 (3,)
 """
 from .tensor import Tensor, as_tensor, tensor  # noqa: I001  (Tensor first: ops bind to it)
-from . import autograd, ops
+from . import autograd, ops, random
 from ._dtypes import (bfloat16, bool_, float8_e4m3fn, float8_e5m2, float16, float32, float64,
                       get_default_dtype, int32, int64, set_default_dtype)
 from .autograd import forward as forward_ad
@@ -32,6 +32,13 @@ from .ops import (PRIMITIVES, abs, absolute, add, amax, amin, arccos, arccosh, a
                   sort, split, sqrt, square, squeeze, stack, std, subtract, sum, swapaxes, take,
                   take_along_axis, tan, tanh, tensordot, tile, trace, transpose, tril, triu,
                   true_divide, var, vdot, vstack, where, zeros_like)
+
+# Each area adds its public names below its own marker (explicit imports, no star imports).
+# --- transforms (forward mode, vjp/jvp, jacobians, hessians) ---
+# --- memory (profile, checkpoint, saved-tensor hooks) ---
+# --- nn, optim, data, saving, viz ---
+# --- precision (dtypes policy, autocast, loss scaling, FP8) ---
+# --- programs (implicit differentiation, estimators, distributions) ---
 
 __version__ = "0.1.0"
 

@@ -1,0 +1,38 @@
+"""chainrule's random state: one default ``numpy.random.Generator`` that random ops (dropout,
+sampling, init) use unless given a ``generator=``. ``checkpoint`` saves and restores it."""
+from __future__ import annotations
+
+from typing import Any
+
+from ._backend import np
+
+default_generator = np.random.default_rng(0)
+
+
+def manual_seed(seed: int) -> np.random.Generator:
+    """Reseed the default generator (and return it).
+
+    >>> import chainrule as cr
+    >>> _ = cr.random.manual_seed(1); a = cr.random.default_generator.random()
+    >>> _ = cr.random.manual_seed(1); a == cr.random.default_generator.random()
+    True
+    """
+    global default_generator
+    default_generator = np.random.default_rng(seed)
+    return default_generator
+
+
+def get_generator(generator: Any = None) -> np.random.Generator:
+    """The generator to use: the one passed, or the default."""
+    return default_generator if generator is None else generator
+
+
+def get_rng_state() -> dict:
+    """Snapshot of the default generator and NumPy's global RNG (restore with ``set_rng_state``)."""
+    return {"default": default_generator.bit_generator.state, "numpy": np.random.get_state()}
+
+
+def set_rng_state(state: dict) -> None:
+    """Restore a snapshot from ``get_rng_state``."""
+    default_generator.bit_generator.state = state["default"]
+    np.random.set_state(state["numpy"])
