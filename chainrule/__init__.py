@@ -35,10 +35,22 @@ from .ops import (PRIMITIVES, abs, absolute, add, amax, amin, arccos, arccosh, a
 
 # Each area adds its public names below its own marker (explicit imports, no star imports).
 # --- transforms (forward mode, vjp/jvp, jacobians, hessians) ---
+from .transforms import (Jacobian, grad, hessian, hvp, jacfwd, jacobian, jacrev, jvp, value_and_grad,
+                         vjp)
 # --- memory (profile, checkpoint, saved-tensor hooks) ---
+from .accounting import profile
+from .checkpoint import CheckpointPlan, checkpoint, checkpoint_sequential, plan_checkpoints
+from .saved_hooks import save_as, saved_tensors_hooks
 # --- nn, optim, data, saving, viz ---
+from . import data, nn, optim, viz
+from .serialization import SerializationError, load, save
 # --- precision (dtypes policy, autocast, loss scaling, FP8) ---
+from . import amp, fp8, precision
+from .amp import GradScaler, autocast
 # --- programs (implicit differentiation, estimators, distributions) ---
+from . import distributions, estimators
+from .autograd.anomaly import set_safe_zero_cotangents
+from .implicit import ConvergenceError, fixed_point, root_solve
 
 __version__ = "0.1.0"
 

@@ -17,6 +17,7 @@ class _State(threading.local):
         self.observers: list[Any] = []    # profilers / tracers that watch every op
         self.anomaly = False
         self.in_backward = False
+        self.autocast: Any = None         # active cr.autocast policy (precision.py), or None
 
 
 STATE = _State()

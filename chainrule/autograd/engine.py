@@ -61,7 +61,8 @@ def grad(outputs: Any, inputs: Any, grad_outputs: Any = None, retain_graph: bool
         if not isinstance(g, _Tensor):
             g = _wrap(g)
         elif not create_graph:
-            g = g.detach()
+            tangents, g = g._tangents, g.detach()
+            g._tangents = tangents     # under forward mode the gradient is a dual (forward-over-reverse)
         result.append(g)
     return tuple(result)
 
@@ -141,14 +142,13 @@ def run(roots: list, retain_graph: bool, create_graph: bool, targets: dict | Non
                     t = targets.get((node, nr))
                     if t is not None and g is not None:
                         captured[(node, nr)] = g[nr] if type(g) is list else g
-            is_acc = node.edges == ()
-            if is_acc:
+            if not node.edges:                       # a leaf's AccumulateGrad
                 if g is not None and accumulate and (targets is None or node in needed):
                     node.accumulate(g, create_graph, stored)
                 continue
             run_rule = g is not None and (needed is None or node in needed)
-            if run_rule and not accumulate and (node, 0) in targets and len(node.metas) == 1 \
-                    and not _upstream_target(node, needed):
+            if run_rule and targets is not None and not accumulate and (node, 0) in targets \
+                    and len(node.metas) == 1 and not _upstream_target(node, needed):
                 run_rule = False
             if run_rule:
                 grads = node.vjp(g, tensor_mode)
@@ -159,9 +159,18 @@ def run(roots: list, retain_graph: bool, create_graph: bool, targets: dict | Non
                         continue
                     child = edge[0]
                     if gi is not None:
-                        _add(pending, edge, _fit(gi, edge, node, tensor_mode))
-                    deps[child] -= 1
-                    if deps[child] == 0:
+                        metas = child.metas
+                        shape, dtype = metas[edge[1]]
+                        if tensor_mode or gi.shape != shape or gi.dtype != dtype:
+                            gi = _fit(gi, edge, node, tensor_mode)
+                        if len(metas) == 1:            # inline _add for the common single output
+                            old = pending.get(child)
+                            pending[child] = gi if old is None else old + gi
+                        else:
+                            _add(pending, edge, gi)
+                    n = deps[child] - 1
+                    deps[child] = n
+                    if n == 0:
                         ready.append(child)
             else:
                 for edge in node.edges:

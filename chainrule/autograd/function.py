@@ -90,6 +90,8 @@ class FunctionNode:
         return out
 
     def release(self) -> None:
+        for ob in self.ctx.__dict__.pop("_watchers", ()):
+            ob.on_release(self.ctx)
         if self.ctx._saved:
             self.ctx._saved = _FREED
 
@@ -128,7 +130,7 @@ class Function:
     def apply(cls, *args: Any, **kwargs: Any) -> Any:
         ctx = FunctionCtx()
         record = STATE.grad_enabled and any(isinstance(a, Tensor) and a.requires_grad for a in args)
-        ctx.needs_input_grad = tuple(isinstance(a, Tensor) and a.requires_grad for a in args)
+        ctx.needs_input_grad = tuple(record and isinstance(a, Tensor) and a.requires_grad for a in args)
         with no_grad():
             raw_out = cls.forward(ctx, *args, **kwargs)
         single = not isinstance(raw_out, tuple)

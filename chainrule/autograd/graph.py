@@ -53,14 +53,14 @@ class Node:
         return lambda: hooks.remove(fn) if fn in hooks else None
 
     # ----- saved values -----
-    def save(self, xs: tuple, out: Any) -> None:
-        """Keep what the primitive's rules need (declared in its ``saves``)."""
+    def save(self, xs: tuple, out: Any, idx: Any) -> None:
+        """Keep inputs ``idx`` and, if the primitive declares it, the output, for the rules."""
         prim = self.prim
         saved = None
-        if prim.save_idx:
+        if idx:
             saved = [None] * len(xs)
             versions = []
-            for i in prim.save_idx:
+            for i in idx:
                 if i < len(xs):
                     x = xs[i]
                     saved[i] = x
@@ -72,6 +72,8 @@ class Node:
             self.out_tangents = out._tangents
         if STATE.hooks:
             saved, self.out_data = _pack(saved, self.out_data, out, self)
+            self.extra = self.extra or {}
+            self.extra["packed"] = True
         self.saved = saved if saved is not None else ()
         if STATE.observers:
             for ob in STATE.observers:
@@ -89,7 +91,9 @@ class Node:
             for i, v in self.versions:
                 x = saved[i]
                 if type(x) is Packed:
-                    x = x.source
+                    x = x.source()
+                    if x is None:       # the tensor is gone, so nothing can have modified it
+                        continue
                 if x._version != v:
                     raise GraphError(
                         f"{self.name}: one of the values needed for gradient computation has been "
@@ -126,24 +130,26 @@ class Node:
     # ----- the rule -----
     def vjp(self, g: Any, tensor_mode: bool) -> list:
         """Cotangents for each edge, given the cotangent ``g`` of the output."""
-        xs, out = self.unpack(tensor_mode)
+        saved = self.saved
+        if tensor_mode or self.extra is not None or saved is _FREED or type(self.out_data) is Packed:
+            xs, out = self.unpack(tensor_mode)
+        else:                                  # the fast path: ndarrays, no hooks
+            if self.versions:
+                for i, v in self.versions:
+                    if saved[i]._version != v:
+                        self.unpack(False)     # raises the in-place modification error
+            out = self.out_data
+            xs = tuple([x.data if isinstance(x, _Tensor) else x for x in saved]) if saved \
+                else (None,) * len(self.edges)
         prim, params = self.prim, self.params
         rules = prim.vjps
-        grads = []
-        for i, edge in enumerate(self.edges):
-            if edge is None:
-                grads.append(None)
-                continue
-            rule = rules[0 if prim.variadic else i]
-            if rule is None:
-                grads.append(None)
-            elif prim.variadic:
-                grads.append(rule(g, out, *xs, argnum=i, **params))
-            elif params:
-                grads.append(rule(g, out, *xs, **params))
-            else:
-                grads.append(rule(g, out, *xs))
-        return grads
+        if prim.variadic:
+            return [None if e is None else rules[0](g, out, *xs, argnum=i, **params)
+                    for i, e in enumerate(self.edges)]
+        if params:
+            return [None if e is None or r is None else r(g, out, *xs, **params)
+                    for e, r in zip(self.edges, rules)]
+        return [None if e is None or r is None else r(g, out, *xs) for e, r in zip(self.edges, rules)]
 
 
 class AccumulateGrad:
@@ -198,7 +204,8 @@ class Packed:
     __slots__ = ("obj", "unpack_fn", "source", "grad_fn", "nr")
 
     def __init__(self, obj: Any, unpack_fn: Callable, source: Any) -> None:
-        self.obj, self.unpack_fn, self.source = obj, unpack_fn, source
+        self.obj, self.unpack_fn = obj, unpack_fn
+        self.source = weakref.ref(source)   # a strong ref would keep the unpacked array alive
         self.grad_fn = getattr(source, "grad_fn", None)
         self.nr = getattr(source, "_nr", 0)
 

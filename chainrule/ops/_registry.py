@@ -20,6 +20,7 @@ from __future__ import annotations
 from typing import Any, Callable, Sequence
 
 from .._backend import np
+from .._dtypes import LOW_PRECISION, is_floating
 from ..errors import ShapeError, describe
 from ..grad_mode import STATE
 
@@ -32,11 +33,12 @@ class Primitive:
     """One entry of the op table."""
 
     __slots__ = ("name", "forward", "vjps", "jvps", "save_idx", "save_out", "flops", "variadic",
-                 "differentiable_out", "kind", "hint", "decide")
+                 "differentiable_out", "kind", "hint", "decide", "needs")
 
     def __init__(self, name: str, forward: Callable, vjps: Sequence[VjpRule | None] | None,
                  jvps: Sequence[JvpRule | None] | None, saves: str, flops: FlopRule | None,
-                 variadic: bool, kind: str, hint: str, decide: Callable | None = None) -> None:
+                 variadic: bool, kind: str, hint: str, decide: Callable | None = None,
+                 needs: dict | None = None) -> None:
         self.name = name
         self.forward = forward
         self.vjps = tuple(vjps) if vjps is not None else None
@@ -52,6 +54,9 @@ class Primitive:
         self.kind = kind
         self.hint = hint
         self.decide = decide        # where the op branches (kinks, ties): for gradcheck's kink detection
+        # needs[i]: the saved inputs that input i's rule reads; only those of inputs that need a
+        # gradient are kept (x * const keeps the constant, not x), as PyTorch does
+        self.needs = needs
 
     def __repr__(self) -> str:
         return f"Primitive({self.name!r})"
@@ -68,11 +73,11 @@ def _flops_elementwise(out: Any, *xs: Any, **params: Any) -> int:
 def defprim(name: str, forward: Callable, vjps: Sequence[VjpRule | None] | None = None,
             jvps: Sequence[JvpRule | None] | None = None, saves: str = "", flops: FlopRule | None = None,
             variadic: bool = False, kind: str = "elementwise", hint: str = "",
-            decide: Callable | None = None) -> Primitive:
+            decide: Callable | None = None, needs: dict | None = None) -> Primitive:
     """Declare a primitive. ``vjps=None`` marks a non-differentiable op (comparisons, argmax)."""
     if name in PRIMITIVES:
         raise ValueError(f"primitive {name!r} is declared twice")
-    prim = Primitive(name, forward, vjps, jvps, saves, flops, variadic, kind, hint, decide)
+    prim = Primitive(name, forward, vjps, jvps, saves, flops, variadic, kind, hint, decide, needs)
     PRIMITIVES[name] = prim
     return prim
 
@@ -99,6 +104,9 @@ def linear_jvps(prim_fn: Callable, n: int) -> tuple:
 
 def apply(prim: Primitive, xs: tuple, params: dict | None = None) -> Any:
     """Run ``prim`` on ``xs``: plain ndarrays in, ndarray out; any Tensor in, Tensor out (recorded)."""
+    st = STATE
+    if st.autocast is not None:
+        xs = st.autocast.cast_inputs(prim, xs)
     datas = []
     has_tensor = record = False
     for x in xs:
@@ -113,12 +121,15 @@ def apply(prim: Primitive, xs: tuple, params: dict | None = None) -> Any:
         out_data = prim.forward(*datas, **params) if params else prim.forward(*datas)
     except (ValueError, TypeError, IndexError, np.linalg.LinAlgError) as e:
         raise forward_error(prim, xs, e) from None
-    st = STATE
     if st.observers:
         for ob in st.observers:
             ob.on_op(prim, datas, params or {}, out_data)
     if not has_tensor:
         return out_data
+    out_dtype = getattr(out_data, "dtype", None)
+    if out_dtype in _WIDE and out_dtype != getattr(datas[0], "dtype", None) \
+            and not (params and "dtype" in params):
+        out_data = _keep_low_precision(datas, out_data)   # (cheap test first: the hot path skips it)
     out = wrap(out_data)
     if record and st.grad_enabled and prim.vjps is not None:
         _record(prim, xs, params or _NO_PARAMS, out)
@@ -128,6 +139,25 @@ def apply(prim: Primitive, xs: tuple, params: dict | None = None) -> Any:
 
 
 _NO_PARAMS: dict = {}
+_WIDE = frozenset({np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64)})
+
+
+def _keep_low_precision(datas: list, out_data: Any) -> Any:
+    """Round a result back to its 16/8-bit inputs' dtype: NumPy upcasts bfloat16 and FP8 with Python
+    scalars (``x * 2.0``) and computes linalg/erf in float64, but a bfloat16 tensor stays bfloat16."""
+    dtypes, low = [], False
+    for d in datas:
+        dt = getattr(d, "dtype", None)
+        if dt is not None and is_floating(dt):
+            dtypes.append(dt)
+            low = low or dt in LOW_PRECISION
+    if not low:
+        return out_data
+    try:
+        want = np.result_type(*dtypes)
+    except TypeError:               # e.g. bfloat16 with float16: NumPy has no common type; keep its choice
+        return out_data
+    return out_data if want == out_data.dtype else out_data.astype(want)
 
 
 def raw(x: Any) -> Any:
@@ -142,7 +172,14 @@ def _record(prim: Primitive, xs: tuple, params: dict, out: Tensor) -> None:
     if STATE.fw_levels:
         out._tangents = {}
     if prim.save_idx or prim.save_out:
-        node.save(xs, out)
+        if prim.needs is None:
+            node.save(xs, out, prim.save_idx)
+        else:
+            keep: set = set()
+            for i, edge in enumerate(edges):
+                if edge is not None:
+                    keep.update(prim.needs[i])
+            node.save(xs, out, sorted(keep))
     else:
         node.saved = ()
     if STATE.anomaly:
@@ -156,6 +193,10 @@ def forward_error(prim: Primitive, xs: tuple, e: Exception) -> Exception:
     if isinstance(e, ShapeError):
         return e
     hint = f" {prim.hint}" if prim.hint else ""
+    low = sorted({str(x.dtype) for x in xs if getattr(x, "dtype", None) in LOW_PRECISION})
+    if low and isinstance(e, TypeError):
+        hint += (f" {prim.name} does not support {'/'.join(low)} inputs: cast them with "
+                 f".astype(cr.float32), or run under cr.autocast, which runs {prim.name} in float32.")
     cls = ShapeError if isinstance(e, ValueError) else type(e)
     return cls(f"{prim.name}: cannot apply to inputs {describe(xs)}: {e}.{hint}")
 

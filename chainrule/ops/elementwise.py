@@ -51,30 +51,48 @@ def _zero(g: Any, out: Any, x: Any, **params: Any) -> Any:
     return zeros_like(g)
 
 
+def _keep_zero(*rules: Any) -> tuple:
+    """Rules whose local derivative can be inf/NaN (sqrt'(0), log'(0), x/0, ...): an exactly zero
+    cotangent (or tangent) gives exactly zero, not 0 * inf = NaN, so ``where(x > 0, sqrt(x), 0.)``
+    has gradient 0 at x <= 0. ``cr.set_safe_zero_cotangents(False)`` restores 0 * inf = NaN."""
+    def wrap_rule(rule: Any) -> Any:
+        def rule_keeping_zero(g: Any, out: Any, *xs: Any, **params: Any) -> Any:
+            r = rule(g, out, *xs, **params)
+            if not _anomaly.SAFE_ZERO.on:
+                return r
+            zero = raw(g) == 0
+            if not zero.any():
+                return r
+            return where(zero, 0.0, r) if isinstance(r, Tensor) else np.where(zero, 0, r)
+        return rule_keeping_zero
+    return tuple(wrap_rule(rule) for rule in rules)
+
+
 # ----- unary: forward, derivative d out / d x -----
 NEGATIVE = defprim("negative", np.negative, vjps=(lambda g, out, x: -g,), jvps=(lambda t, out, x: -t,))
 EXP = unary("exp", np.exp, lambda out, x: out, saves="out")
 EXP2 = unary("exp2", np.exp2, lambda out, x: out * _LN2, saves="out")
-LOG = defprim("log", np.log, vjps=(lambda g, out, x: g / x,), jvps=(lambda t, out, x: t / x,), saves="x",
+LOG = defprim("log", np.log, vjps=_keep_zero(lambda g, out, x: g / x),
+              jvps=_keep_zero(lambda t, out, x: t / x), saves="x",
               hint="log is only defined for x > 0.")
-LOG2 = defprim("log2", np.log2, vjps=(lambda g, out, x: g / (x * _LN2),),
-               jvps=(lambda t, out, x: t / (x * _LN2),), saves="x")
-LOG10 = defprim("log10", np.log10, vjps=(lambda g, out, x: g / (x * _LN10),),
-                jvps=(lambda t, out, x: t / (x * _LN10),), saves="x")
-LOG1P = defprim("log1p", np.log1p, vjps=(lambda g, out, x: g / (1 + x),),
-                jvps=(lambda t, out, x: t / (1 + x),), saves="x")
+LOG2 = defprim("log2", np.log2, vjps=_keep_zero(lambda g, out, x: g / (x * _LN2)),
+               jvps=_keep_zero(lambda t, out, x: t / (x * _LN2)), saves="x")
+LOG10 = defprim("log10", np.log10, vjps=_keep_zero(lambda g, out, x: g / (x * _LN10)),
+                jvps=_keep_zero(lambda t, out, x: t / (x * _LN10)), saves="x")
+LOG1P = defprim("log1p", np.log1p, vjps=_keep_zero(lambda g, out, x: g / (1 + x)),
+                jvps=_keep_zero(lambda t, out, x: t / (1 + x)), saves="x")
 EXPM1 = unary("expm1", np.expm1, lambda out, x: out + 1, saves="out")
-SQRT = defprim("sqrt", np.sqrt, vjps=(lambda g, out, x: g / (2 * out),),
-               jvps=(lambda t, out, x: t / (2 * out),), saves="out")
-CBRT = defprim("cbrt", np.cbrt, vjps=(lambda g, out, x: g / (3 * out * out),),
-               jvps=(lambda t, out, x: t / (3 * out * out),), saves="out")
+SQRT = defprim("sqrt", np.sqrt, vjps=_keep_zero(lambda g, out, x: g / (2 * out)),
+               jvps=_keep_zero(lambda t, out, x: t / (2 * out)), saves="out")
+CBRT = defprim("cbrt", np.cbrt, vjps=_keep_zero(lambda g, out, x: g / (3 * out * out)),
+               jvps=_keep_zero(lambda t, out, x: t / (3 * out * out)), saves="out")
 SIN = unary("sin", np.sin, lambda out, x: cos(x))
 COS = unary("cos", np.cos, lambda out, x: -sin(x))
 TAN = unary("tan", np.tan, lambda out, x: 1 + out * out, saves="out")
-ARCSIN = defprim("arcsin", np.arcsin, vjps=(lambda g, out, x: g / sqrt(1 - x * x),),
-                 jvps=(lambda t, out, x: t / sqrt(1 - x * x),), saves="x")
-ARCCOS = defprim("arccos", np.arccos, vjps=(lambda g, out, x: -g / sqrt(1 - x * x),),
-                 jvps=(lambda t, out, x: -t / sqrt(1 - x * x),), saves="x")
+ARCSIN = defprim("arcsin", np.arcsin, vjps=_keep_zero(lambda g, out, x: g / sqrt(1 - x * x)),
+                 jvps=_keep_zero(lambda t, out, x: t / sqrt(1 - x * x)), saves="x")
+ARCCOS = defprim("arccos", np.arccos, vjps=_keep_zero(lambda g, out, x: -g / sqrt(1 - x * x)),
+                 jvps=_keep_zero(lambda t, out, x: -t / sqrt(1 - x * x)), saves="x")
 ARCTAN = defprim("arctan", np.arctan, vjps=(lambda g, out, x: g / (1 + x * x),),
                  jvps=(lambda t, out, x: t / (1 + x * x),), saves="x")
 SINH = unary("sinh", np.sinh, lambda out, x: cosh(x))
@@ -82,10 +100,10 @@ COSH = unary("cosh", np.cosh, lambda out, x: sinh(x))
 TANH = unary("tanh", np.tanh, lambda out, x: 1 - out * out, saves="out")
 ARCSINH = defprim("arcsinh", np.arcsinh, vjps=(lambda g, out, x: g / sqrt(x * x + 1),),
                   jvps=(lambda t, out, x: t / sqrt(x * x + 1),), saves="x")
-ARCCOSH = defprim("arccosh", np.arccosh, vjps=(lambda g, out, x: g / sqrt(x * x - 1),),
-                  jvps=(lambda t, out, x: t / sqrt(x * x - 1),), saves="x")
-ARCTANH = defprim("arctanh", np.arctanh, vjps=(lambda g, out, x: g / (1 - x * x),),
-                  jvps=(lambda t, out, x: t / (1 - x * x),), saves="x")
+ARCCOSH = defprim("arccosh", np.arccosh, vjps=_keep_zero(lambda g, out, x: g / sqrt(x * x - 1)),
+                  jvps=_keep_zero(lambda t, out, x: t / sqrt(x * x - 1)), saves="x")
+ARCTANH = defprim("arctanh", np.arctanh, vjps=_keep_zero(lambda g, out, x: g / (1 - x * x)),
+                  jvps=_keep_zero(lambda t, out, x: t / (1 - x * x)), saves="x")
 SIGMOID = unary("sigmoid", _sigmoid_numpy, lambda out, x: out * (1 - out), saves="out")
 # relu'(0) = 0, as in PyTorch and JAX
 RELU = unary("relu", _relu_numpy, lambda out, x: x > 0, decide=lambda x: x > 0)
@@ -96,8 +114,9 @@ GELU = unary("gelu", _gelu_numpy,
              lambda out, x: 0.5 * (1 + erf(x * _SQRT_HALF)) + x * _INV_SQRT_2PI * exp(-0.5 * x * x))
 # abs'(0) = 0 (sign(0) = 0), as in PyTorch
 ABS = unary("abs", np.abs, lambda out, x: sign(x), decide=np.sign)
-RECIPROCAL = unary("reciprocal", lambda x: np.reciprocal(x) if x.dtype.kind in "fc" else 1.0 / x,
-                   lambda out, x: -(out * out), saves="out")
+RECIPROCAL = defprim("reciprocal", lambda x: np.reciprocal(x) if x.dtype.kind in "fc" else 1.0 / x,
+                     vjps=_keep_zero(lambda g, out, x: -g * (out * out)),
+                     jvps=_keep_zero(lambda t, out, x: -t * (out * out)), saves="out")
 SQUARE = unary("square", np.square, lambda out, x: 2 * x)
 # Piecewise-constant ops: zero gradient everywhere (PyTorch's convention), not "no gradient".
 SIGN = defprim("sign", np.sign, vjps=(_zero,), jvps=(_zero,), kind="discrete")
@@ -126,10 +145,12 @@ SUBTRACT = defprim("subtract", np.subtract, vjps=(lambda g, out, x, y: g, lambda
                    jvps=(lambda t, out, x, y: t, lambda t, out, x, y: -t))
 MULTIPLY = defprim("multiply", np.multiply,
                    vjps=(lambda g, out, x, y: g * y, lambda g, out, x, y: g * x),
-                   jvps=linear_jvps(lambda x, y: multiply(x, y), 2), saves="x y")
+                   jvps=linear_jvps(lambda x, y: multiply(x, y), 2), saves="x y",
+                   needs={0: (1,), 1: (0,)})
 DIVIDE = defprim("divide", np.divide,
-                 vjps=(lambda g, out, x, y: g / y, lambda g, out, x, y: -g * out / y),
-                 jvps=(lambda t, out, x, y: t / y, lambda t, out, x, y: -t * out / y), saves="y out")
+                 vjps=_keep_zero(lambda g, out, x, y: g / y, lambda g, out, x, y: -g * out / y),
+                 jvps=_keep_zero(lambda t, out, x, y: t / y, lambda t, out, x, y: -t * out / y),
+                 saves="y out")
 
 
 def _dpow_dexp(out: Any, x: Any) -> Any:
@@ -138,10 +159,10 @@ def _dpow_dexp(out: Any, x: Any) -> Any:
 
 
 POWER = defprim("power", np.power,
-                vjps=(lambda g, out, x, y: g * y * power(x, y - 1),
-                      lambda g, out, x, y: g * _dpow_dexp(out, x)),
-                jvps=(lambda t, out, x, y: t * y * power(x, y - 1),
-                      lambda t, out, x, y: t * _dpow_dexp(out, x)),
+                vjps=_keep_zero(lambda g, out, x, y: g * y * power(x, y - 1),
+                                lambda g, out, x, y: g * _dpow_dexp(out, x)),
+                jvps=_keep_zero(lambda t, out, x, y: t * y * power(x, y - 1),
+                                lambda t, out, x, y: t * _dpow_dexp(out, x)),
                 saves="x y out")
 
 
@@ -164,10 +185,10 @@ MINIMUM = defprim("minimum", np.minimum,
                         lambda t, out, x, y: t * _arg_mask(y, x, False)), saves="x y",
                   decide=lambda x, y: np.sign(np.subtract(x, y)))
 ARCTAN2 = defprim("arctan2", np.arctan2,
-                  vjps=(lambda g, out, x, y: g * y / (x * x + y * y),
-                        lambda g, out, x, y: -g * x / (x * x + y * y)),
-                  jvps=(lambda t, out, x, y: t * y / (x * x + y * y),
-                        lambda t, out, x, y: -t * x / (x * x + y * y)), saves="x y")
+                  vjps=_keep_zero(lambda g, out, x, y: g * y / (x * x + y * y),
+                                  lambda g, out, x, y: -g * x / (x * x + y * y)),
+                  jvps=_keep_zero(lambda t, out, x, y: t * y / (x * x + y * y),
+                                  lambda t, out, x, y: -t * x / (x * x + y * y)), saves="x y")
 # where(cond, x, y): the condition gets no gradient; the untaken branch gets exactly zero.
 WHERE = defprim("where", np.where,
                 vjps=(None, lambda g, out, c, x, y: where(c, g, 0.0),
@@ -328,4 +349,5 @@ def fmin(x: Any, y: Any) -> Any:
     return minimum(x, y)
 
 
+from ..autograd import anomaly as _anomaly  # noqa: E402
 from ..tensor import wrap as _wrap  # noqa: E402

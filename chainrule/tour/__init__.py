@@ -60,3 +60,4 @@ def main(argv: list[str] | None = None) -> int:
 
 # Section modules, in tour order. Each registers its sections on import.
 from . import core  # noqa: E402,F401
+from . import modes  # noqa: E402,F401

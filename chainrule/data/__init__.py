@@ -1,0 +1,146 @@
+"""Datasets: the embedded UCI digits, user ``.npz``/``.csv`` files, and a seeded batch iterator."""
+from __future__ import annotations
+
+import os
+from typing import Any, Iterator
+
+from .._backend import np
+from ..errors import ChainruleError
+from ..random import get_generator
+from ..tensor import Tensor
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+DIGITS_PATH = os.path.join(_HERE, "digits.npz")
+
+
+class DataError(ChainruleError, ValueError):
+    """A data file that cannot be used: missing keys, ragged rows, non-numeric values, bad labels."""
+
+
+def load_digits() -> tuple[np.ndarray, np.ndarray]:
+    """The UCI handwritten digits shipped with chainrule: images (1797, 8, 8) uint8 in 0..16, labels.
+
+    Source and licence (CC BY 4.0, Alpaydin & Kaynak): ``chainrule/data/README.txt``.
+
+    >>> import chainrule as cr
+    >>> images, labels = cr.data.load_digits()
+    >>> images.shape, int(images.max()), labels[:5].tolist()
+    ((1797, 8, 8), 16, [0, 1, 2, 3, 4])
+    """
+    with np.load(DIGITS_PATH, allow_pickle=False) as f:
+        return f["images"], f["labels"].astype(np.int64)
+
+
+def load_arrays(path: str) -> tuple[np.ndarray, np.ndarray]:
+    """Features and integer labels from a user file.
+
+    ``.npz``: arrays ``x`` and ``y`` (or ``images``/``labels``, ``features``/``labels``).
+    ``.csv``: numeric rows, the last column is the label; an optional header line is skipped.
+    """
+    ext = os.path.splitext(path)[1].lower()
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"load_arrays: no such file {path!r}")
+    if ext == ".npz":
+        x, y = _from_npz(path)
+    elif ext == ".csv":
+        x, y = _from_csv(path)
+    else:
+        raise DataError(f"load_arrays: {path!r} must end in .npz or .csv, got {ext or 'no extension'!r}")
+    return x, _labels(y, len(x), path)
+
+
+def _from_npz(path: str) -> tuple[np.ndarray, np.ndarray]:
+    try:
+        with np.load(path, allow_pickle=False) as f:
+            for kx, ky in (("x", "y"), ("images", "labels"), ("features", "labels")):
+                if kx in f.files and ky in f.files:
+                    return f[kx], f[ky]
+            keys = list(f.files)
+    except (ValueError, OSError) as e:
+        raise DataError(f"load_arrays: cannot read {path!r} as .npz ({e})") from None
+    raise DataError(f"load_arrays: {path!r} has arrays {keys}; expected 'x' and 'y' (or 'images' "
+                    f"and 'labels'): save with numpy.savez(path, x=features, y=labels)")
+
+
+def _from_csv(path: str) -> tuple[np.ndarray, np.ndarray]:
+    with open(path, encoding="utf-8") as f:
+        lines = [ln.strip() for ln in f if ln.strip()]
+    rows = []
+    for i, line in enumerate(lines):
+        cells = line.split(",")
+        try:
+            rows.append([float(c) for c in cells])
+        except ValueError:
+            if i == 0:
+                continue                      # a header line
+            raise DataError(f"load_arrays: {path!r} line {i + 1} has a non-numeric value: {line[:60]!r}") from None
+    if not rows:
+        raise DataError(f"load_arrays: {path!r} holds no numeric rows")
+    widths = {len(r) for r in rows}
+    if len(widths) != 1 or min(widths) < 2:
+        raise DataError(f"load_arrays: {path!r} has rows of {sorted(widths)} columns; every row needs the "
+                        f"same number (>= 2) of columns: features..., label")
+    table = np.array(rows)
+    return table[:, :-1], table[:, -1]
+
+
+def _labels(y: np.ndarray, n: int, path: str) -> np.ndarray:
+    y = np.asarray(y)
+    if y.ndim != 1 or len(y) != n:
+        raise DataError(f"load_arrays: {path!r}: labels have shape {y.shape} for {n} examples; need ({n},)")
+    if y.dtype.kind == "f" and not np.all(y == np.round(y)) or y.dtype.kind not in "iuf":
+        raise DataError(f"load_arrays: {path!r}: labels must be whole class numbers 0..C-1, got dtype "
+                        f"{y.dtype} with values like {y[:3].tolist()}")
+    y = y.astype(np.int64)
+    if y.size and y.min() < 0:
+        raise DataError(f"load_arrays: {path!r}: labels must be >= 0, got {y.min()}")
+    return y
+
+
+def train_test_split(x: np.ndarray, y: np.ndarray, test_fraction: float = 0.2,
+                     seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Shuffle with ``seed`` and split into (x_train, y_train, x_test, y_test).
+
+    >>> import chainrule as cr, numpy as np
+    >>> xtr, ytr, xte, yte = cr.data.train_test_split(np.arange(10), np.arange(10), 0.3)
+    >>> len(xtr), len(xte), sorted(np.concatenate([ytr, yte]).tolist()) == list(range(10))
+    (7, 3, True)
+    """
+    if not 0 < test_fraction < 1:
+        raise ValueError(f"train_test_split: test_fraction must be in (0, 1), got {test_fraction}")
+    order = np.random.default_rng(seed).permutation(len(x))
+    n_test = max(1, int(round(len(x) * test_fraction)))
+    test, train = order[:n_test], order[n_test:]
+    return x[train], y[train], x[test], y[test]
+
+
+class DataLoader:
+    """Iterate over (x, y) in mini-batches of Tensors, reshuffled each epoch with a seeded generator.
+
+    >>> import chainrule as cr, numpy as np
+    >>> loader = cr.data.DataLoader(np.arange(10.0), np.arange(10), batch_size=4, drop_last=True)
+    >>> [xb.shape for xb, yb in loader], len(loader)
+    ([(4,), (4,)], 2)
+    """
+
+    def __init__(self, x: Any, y: Any, batch_size: int = 32, shuffle: bool = False,
+                 drop_last: bool = False, generator: Any = None) -> None:
+        x = x.data if isinstance(x, Tensor) else np.asarray(x)
+        y = y.data if isinstance(y, Tensor) else np.asarray(y)
+        if len(x) != len(y):
+            raise DataError(f"DataLoader: x has {len(x)} examples but y has {len(y)}")
+        if batch_size < 1:
+            raise ValueError(f"DataLoader: batch_size must be >= 1, got {batch_size}")
+        self.x, self.y, self.batch_size = x, y, batch_size
+        self.shuffle, self.drop_last, self.generator = shuffle, drop_last, generator
+
+    def __len__(self) -> int:
+        n, b = len(self.x), self.batch_size
+        return n // b if self.drop_last else -(-n // b)
+
+    def __iter__(self) -> Iterator[tuple[Tensor, Tensor]]:
+        n = len(self.x)
+        order = get_generator(self.generator).permutation(n) if self.shuffle else np.arange(n)
+        for i in range(len(self)):
+            idx = order[i * self.batch_size:(i + 1) * self.batch_size]
+            yield Tensor(self.x[idx]), Tensor(self.y[idx])

@@ -1,0 +1,261 @@
+"""Layers: small Modules over ``cr.nn.functional``. Initialisation follows PyTorch's defaults."""
+from __future__ import annotations
+
+import math
+from typing import Any, Iterator
+
+from .. import ops
+from .._backend import np
+from .._dtypes import get_default_dtype
+from . import functional as F
+from . import init
+from .module import Module, Parameter
+
+
+def _uniform_param(shape: tuple, bound: float, dtype: Any, generator: Any) -> Parameter:
+    p = Parameter(np.zeros(shape, dtype=dtype or get_default_dtype()))
+    return init.uniform_(p, -bound, bound, generator)
+
+
+class Linear(Module):
+    """``y = x @ weight.T + bias``; weight and bias drawn from U(-1/sqrt(in), 1/sqrt(in)) as PyTorch.
+
+    >>> import chainrule as cr
+    >>> cr.nn.Linear(4, 3)(cr.ones((2, 4))).shape
+    (2, 3)
+    """
+
+    def __init__(self, in_features: int, out_features: int, bias: bool = True, dtype: Any = None,
+                 generator: Any = None) -> None:
+        super().__init__()
+        self.in_features, self.out_features = in_features, out_features
+        bound = 1.0 / math.sqrt(in_features)
+        self.weight = _uniform_param((out_features, in_features), bound, dtype, generator)
+        self.bias = _uniform_param((out_features,), bound, dtype, generator) if bias else None
+
+    def forward(self, x: Any) -> Any:
+        return F.linear(x, self.weight, self.bias)
+
+    def extra_repr(self) -> str:
+        return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
+
+
+class Conv2d(Module):
+    """2-D convolution over (N, C, H, W) input (im2col + matmul); PyTorch's default initialisation.
+
+    >>> import chainrule as cr
+    >>> cr.nn.Conv2d(1, 4, 3, padding=1)(cr.ones((2, 1, 8, 8))).shape
+    (2, 4, 8, 8)
+    """
+
+    def __init__(self, in_channels: int, out_channels: int, kernel_size: Any, stride: Any = 1,
+                 padding: Any = 0, bias: bool = True, dtype: Any = None, generator: Any = None) -> None:
+        super().__init__()
+        kh, kw = F._pair(kernel_size)
+        self.in_channels, self.out_channels = in_channels, out_channels
+        self.kernel_size, self.stride, self.padding = (kh, kw), F._pair(stride), F._pair(padding)
+        bound = 1.0 / math.sqrt(in_channels * kh * kw)
+        self.weight = _uniform_param((out_channels, in_channels, kh, kw), bound, dtype, generator)
+        self.bias = _uniform_param((out_channels,), bound, dtype, generator) if bias else None
+
+    def forward(self, x: Any) -> Any:
+        return F.conv2d(x, self.weight, self.bias, self.stride, self.padding)
+
+    def extra_repr(self) -> str:
+        return (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
+                f"stride={self.stride}, padding={self.padding}")
+
+
+class _Pool2d(Module):
+    fn = staticmethod(F.max_pool2d)
+
+    def __init__(self, kernel_size: Any, stride: Any = None, padding: Any = 0) -> None:
+        super().__init__()
+        self.kernel_size, self.stride, self.padding = kernel_size, stride, padding
+
+    def forward(self, x: Any) -> Any:
+        return self.fn(x, self.kernel_size, self.stride, self.padding)
+
+    def extra_repr(self) -> str:
+        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
+
+
+class MaxPool2d(_Pool2d):
+    """Max pooling over (N, C, H, W) windows (stride defaults to the kernel size).
+
+    >>> import chainrule as cr
+    >>> cr.nn.MaxPool2d(2)(cr.arange(16.0).reshape(1, 1, 4, 4))
+    tensor([[[[ 5.,  7.],
+              [13., 15.]]]])
+    """
+
+    fn = staticmethod(F.max_pool2d)
+
+
+class AvgPool2d(_Pool2d):
+    """Average pooling over (N, C, H, W) windows (stride defaults to the kernel size).
+
+    >>> import chainrule as cr
+    >>> cr.nn.AvgPool2d(2)(cr.ones((1, 1, 4, 4))).shape
+    (1, 1, 2, 2)
+    """
+
+    fn = staticmethod(F.avg_pool2d)
+
+
+class _Activation(Module):
+    fn = staticmethod(ops.relu)
+
+    def forward(self, x: Any) -> Any:
+        return self.fn(x)
+
+
+class ReLU(_Activation):
+    """max(x, 0) elementwise.
+
+    >>> import chainrule as cr
+    >>> cr.nn.ReLU()(cr.tensor([-1.0, 2.0]))
+    tensor([0., 2.])
+    """
+
+    fn = staticmethod(ops.relu)
+
+
+class Tanh(_Activation):
+    """tanh elementwise."""
+
+    fn = staticmethod(ops.tanh)
+
+
+class Sigmoid(_Activation):
+    """The logistic function elementwise."""
+
+    fn = staticmethod(ops.sigmoid)
+
+
+class GELU(_Activation):
+    """Gaussian error linear unit (exact erf form, as PyTorch's default).
+
+    >>> import chainrule as cr
+    >>> cr.nn.GELU()(cr.tensor([0.0]))
+    tensor([0.])
+    """
+
+    fn = staticmethod(ops.gelu)
+
+
+class Flatten(Module):
+    """Flatten axes ``start_axis``..``end_axis`` (default: all but the batch axis).
+
+    >>> import chainrule as cr
+    >>> cr.nn.Flatten()(cr.ones((2, 3, 4))).shape
+    (2, 12)
+    """
+
+    def __init__(self, start_axis: int = 1, end_axis: int = -1) -> None:
+        super().__init__()
+        self.start_axis, self.end_axis = start_axis, end_axis
+
+    def forward(self, x: Any) -> Any:
+        return ops.flatten(x, self.start_axis, self.end_axis)
+
+
+class Dropout(Module):
+    """Dropout with probability ``p`` while training; the identity in eval mode.
+
+    >>> import chainrule as cr, numpy as np
+    >>> d = cr.nn.Dropout(0.5, generator=np.random.default_rng(0)).eval()
+    >>> d(cr.ones(3))
+    tensor([1., 1., 1.])
+    """
+
+    def __init__(self, p: float = 0.5, generator: Any = None) -> None:
+        super().__init__()
+        if not 0.0 <= p <= 1.0:
+            raise ValueError(f"Dropout: p must be in [0, 1], got {p}")
+        self.p, self.generator = p, generator
+
+    def forward(self, x: Any) -> Any:
+        return F.dropout(x, self.p, self.training, self.generator)
+
+    def extra_repr(self) -> str:
+        return f"p={self.p}"
+
+
+class LayerNorm(Module):
+    """Normalize the trailing ``normalized_shape`` axes, then scale and shift (learned).
+
+    >>> import chainrule as cr
+    >>> cr.nn.LayerNorm(2)(cr.tensor([[1.0, 3.0]])).round(3)
+    tensor([[-1.,  1.]], grad_fn=<RoundBackward>)
+    """
+
+    def __init__(self, normalized_shape: Any, eps: float = 1e-5, elementwise_affine: bool = True,
+                 dtype: Any = None) -> None:
+        super().__init__()
+        shape = (normalized_shape,) if np.ndim(normalized_shape) == 0 else tuple(normalized_shape)
+        self.normalized_shape, self.eps = tuple(int(n) for n in shape), eps
+        dtype = dtype or get_default_dtype()
+        self.weight = Parameter(np.ones(self.normalized_shape, dtype)) if elementwise_affine else None
+        self.bias = Parameter(np.zeros(self.normalized_shape, dtype)) if elementwise_affine else None
+
+    def forward(self, x: Any) -> Any:
+        return F.layer_norm(x, self.normalized_shape, self.weight, self.bias, self.eps)
+
+    def extra_repr(self) -> str:
+        return f"{self.normalized_shape}, eps={self.eps}"
+
+
+class Embedding(Module):
+    """A lookup table of ``num_embeddings`` vectors, initialised from N(0, 1) as PyTorch.
+
+    >>> import chainrule as cr
+    >>> cr.nn.Embedding(10, 3)(cr.tensor([[1, 2], [3, 4]])).shape
+    (2, 2, 3)
+    """
+
+    def __init__(self, num_embeddings: int, embedding_dim: int, dtype: Any = None,
+                 generator: Any = None) -> None:
+        super().__init__()
+        self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
+        self.weight = Parameter(np.zeros((num_embeddings, embedding_dim), dtype or get_default_dtype()))
+        init.normal_(self.weight, generator=generator)
+
+    def forward(self, indices: Any) -> Any:
+        return F.embedding(indices, self.weight)
+
+    def extra_repr(self) -> str:
+        return f"{self.num_embeddings}, {self.embedding_dim}"
+
+
+class Sequential(Module):
+    """Apply modules in order; index, iterate and ``len()`` like a list.
+
+    >>> import chainrule as cr
+    >>> net = cr.nn.Sequential(cr.nn.Linear(4, 8), cr.nn.ReLU(), cr.nn.Linear(8, 2))
+    >>> net(cr.ones((5, 4))).shape, len(net), type(net[1]).__name__
+    ((5, 2), 3, 'ReLU')
+    """
+
+    def __init__(self, *modules: Module) -> None:
+        super().__init__()
+        for i, m in enumerate(modules):
+            self.add_module(str(i), m)
+
+    def forward(self, x: Any) -> Any:
+        for m in self._modules.values():
+            x = m(x)
+        return x
+
+    def __getitem__(self, i: int) -> Module:
+        return list(self._modules.values())[i]
+
+    def __len__(self) -> int:
+        return len(self._modules)
+
+    def __iter__(self) -> Iterator[Module]:
+        return iter(self._modules.values())
+
+    def append(self, module: Module) -> Sequential:
+        self.add_module(str(len(self)), module)
+        return self

@@ -1,0 +1,178 @@
+"""``python -m chainrule train``: train an MLP (or a small CNN) on the embedded UCI digits.
+
+The loop is ``fit(model, optimizer, loader, ..., step=train_step)``: forward, loss, backward and
+update live in the step function, so a variant (mixed precision, loss scaling) swaps only that.
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sys
+import time
+from typing import Any, Callable
+
+from . import data, nn, optim
+from ._backend import np
+from .grad_mode import no_grad
+from .nn import functional as F
+from .tensor import Tensor
+
+StepFn = Callable[[nn.Module, optim.Optimizer, Tensor, Tensor], float]
+
+
+def build_model(kind: str, n_features: int, n_classes: int, generator: Any = None) -> nn.Module:
+    """``mlp``: 64-256-10 ReLU network; ``cnn``: two 3x3 conv + max-pool blocks and a linear head."""
+    if kind == "mlp":
+        return nn.Sequential(nn.Flatten(), nn.Linear(n_features, 256, generator=generator), nn.ReLU(),
+                             nn.Linear(256, n_classes, generator=generator))
+    if kind == "cnn":
+        side = math.isqrt(n_features)
+        if side * side != n_features or side < 4:
+            raise ValueError(f"train --model cnn needs square images, but the data has {n_features} "
+                             f"features per example; use --model mlp")
+        flat = 32 * (side // 4) ** 2
+        return nn.Sequential(nn.Conv2d(1, 16, 3, padding=1, generator=generator), nn.ReLU(),
+                             nn.MaxPool2d(2),
+                             nn.Conv2d(16, 32, 3, padding=1, generator=generator), nn.ReLU(),
+                             nn.MaxPool2d(2), nn.Flatten(),
+                             nn.Linear(flat, n_classes, generator=generator))
+    raise ValueError(f"train: unknown model {kind!r}; use 'mlp' or 'cnn'")
+
+
+def train_step(model: nn.Module, optimizer: optim.Optimizer, xb: Tensor, yb: Tensor) -> float:
+    """One update: forward, cross-entropy, backward, optimizer step. Returns the batch loss."""
+    optimizer.zero_grad()
+    loss = F.cross_entropy(model(xb), yb)
+    loss.backward()
+    optimizer.step()
+    return float(loss.item())
+
+
+def evaluate(model: nn.Module, x: np.ndarray, y: np.ndarray, batch_size: int = 512) -> tuple[float, float]:
+    """(mean loss, accuracy) of ``model`` on (x, y), in eval mode and under ``no_grad``."""
+    was_training = model.training
+    model.eval()
+    total_loss, correct = 0.0, 0
+    with no_grad():
+        for xb, yb in data.DataLoader(x, y, batch_size):
+            logits = model(xb)
+            total_loss += float(F.cross_entropy(logits, yb, reduction="sum").item())
+            correct += int((np.argmax(logits.data, axis=1) == yb.data).sum())
+    model.train(was_training)
+    return total_loss / len(x), correct / len(x)
+
+
+def _progress(iterable: Any, total: int, desc: str, enabled: bool) -> Any:
+    if not enabled:
+        return iterable
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        return iterable
+    return tqdm(iterable, total=total, desc=desc, leave=False, file=sys.stderr, dynamic_ncols=True)
+
+
+def fit(model: nn.Module, optimizer: optim.Optimizer, loader: data.DataLoader, x_val: np.ndarray,
+        y_val: np.ndarray, epochs: int, step: StepFn = train_step, scheduler: Any = None,
+        progress: bool = True, log: Callable[[str], None] = print) -> dict:
+    """Train for ``epochs``; validate after each under ``no_grad``. Returns the per-epoch history."""
+    history: dict = {"train_loss": [], "val_loss": [], "val_acc": []}
+    for epoch in range(1, epochs + 1):
+        model.train()
+        losses = [step(model, optimizer, xb, yb)
+                  for xb, yb in _progress(loader, len(loader), f"epoch {epoch}/{epochs}", progress)]
+        if scheduler is not None:
+            scheduler.step()
+        val_loss, val_acc = evaluate(model, x_val, y_val)
+        history["train_loss"].append(float(np.mean(losses)))
+        history["val_loss"].append(val_loss)
+        history["val_acc"].append(val_acc)
+        log(f"epoch {epoch:3d}/{epochs}  train loss {history['train_loss'][-1]:.4f}  "
+            f"test loss {val_loss:.4f}  test acc {val_acc:.2%}")
+    return history
+
+
+def prepare(path: str | None, kind: str, seed: int) -> tuple:
+    """Load (the digits or ``path``), scale features to [0, 1], split 80/20, shape for the model."""
+    if path is None:
+        images, labels = data.load_digits()
+        x = images.reshape(len(images), -1)
+    else:
+        x, labels = data.load_arrays(path)
+        x = x.reshape(len(x), -1)
+    x = x.astype(np.float32)
+    scale = float(np.abs(x).max()) or 1.0
+    x_tr, y_tr, x_te, y_te = data.train_test_split(x / scale, labels, 0.2, seed)
+    n_features, n_classes = x.shape[1], int(labels.max()) + 1
+    if kind == "cnn":
+        side = math.isqrt(n_features)
+        if side * side == n_features:
+            x_tr, x_te = x_tr.reshape(-1, 1, side, side), x_te.reshape(-1, 1, side, side)
+    return x_tr, y_tr, x_te, y_te, n_features, n_classes
+
+
+def save_plots(history: dict, out: str) -> list[str]:
+    """Loss and accuracy curves as PNGs in ``out`` (needs matplotlib; returns [] without it)."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return []
+    os.makedirs(out, exist_ok=True)
+    epochs = range(1, len(history["val_acc"]) + 1)
+    paths = []
+    for name, curves, ylabel in (("loss", ("train_loss", "val_loss"), "cross-entropy"),
+                                 ("accuracy", ("val_acc",), "test accuracy")):
+        fig, ax = plt.subplots(figsize=(5, 3.2))
+        for key in curves:
+            ax.plot(epochs, history[key], marker="o", label=key.replace("_", " "))
+        ax.set_xlabel("epoch")
+        ax.set_ylabel(ylabel)
+        ax.legend()
+        ax.grid(alpha=0.3)
+        fig.tight_layout()
+        path = os.path.join(out, f"{name}.png")
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        paths.append(path)
+    return paths
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m chainrule train", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model", choices=("mlp", "cnn"), default="mlp")
+    p.add_argument("--epochs", type=int, default=None, help="default: 30 (mlp), 15 (cnn)")
+    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--lr", type=float, default=None, help="Adam learning rate (default 3e-3)")
+    p.add_argument("--seed", type=int, default=0, help="seeds the split, the init and the shuffling")
+    p.add_argument("--data", help="a .npz (x, y) or .csv (features..., label) file instead of the digits")
+    p.add_argument("--out", help="directory for loss/accuracy PNGs (needs matplotlib)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    start = time.perf_counter()
+    rng = np.random.default_rng(args.seed)
+    x_tr, y_tr, x_te, y_te, n_features, n_classes = prepare(args.data, args.model, args.seed)
+    model = build_model(args.model, n_features, n_classes, generator=rng)
+    epochs = args.epochs or (30 if args.model == "mlp" else 15)
+    optimizer = optim.Adam(model.parameters(), lr=args.lr or 3e-3)
+    scheduler = optim.CosineAnnealingLR(optimizer, T_max=epochs)
+    loader = data.DataLoader(x_tr, y_tr, args.batch_size, shuffle=True, generator=rng)
+    n_params = sum(p.size for p in model.parameters())
+    print(f"training a {args.model.upper()} ({n_params:,} parameters) on {len(x_tr)} examples, "
+          f"testing on {len(x_te)}; {epochs} epochs, batch {args.batch_size}, Adam + cosine schedule")
+    history = fit(model, optimizer, loader, x_te, y_te, epochs, scheduler=scheduler,
+                  progress=not args.quiet)
+    wall = time.perf_counter() - start
+    print(f"test accuracy {history['val_acc'][-1]:.2%}  (wall time {wall:.1f} s)")
+    if args.out:
+        paths = save_plots(history, args.out)
+        print("plots: " + ", ".join(paths) if paths else
+              "plots skipped: matplotlib is not installed (pip install 'chainrule[plot]')")
+    return 0

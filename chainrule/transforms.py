@@ -1,0 +1,534 @@
+"""Function transforms: grad, value_and_grad, vjp, jvp, jacfwd, jacrev, jacobian, hessian, hvp.
+
+Every transform is a thin composition over two cores: ``_Pullback`` (reverse mode: run ``f`` once
+recording the graph, then pull cotangents back as often as needed) and ``_push`` (true forward mode:
+one ``dual_level`` per call, tangents ride along with the primals). ``argnums`` is handled once, by
+``_nary`` (autograd's ``unary_to_nary``); the cores see a single pytree argument.
+
+Arguments may be Tensors, NumPy arrays or Python floats (which become float64 arrays, as in NumPy),
+nested in tuples, lists and dicts. Results are Tensors when any argument is a Tensor, NumPy arrays
+otherwise, except that a result which an enclosing transform still differentiates stays a Tensor.
+
+Nesting: a primal that requires grad in an outer graph enters through ``alias`` (a differentiable
+identity), and the backward is recorded (``create_graph``) only when something outside can see it:
+an outer graph reaches the inputs or the output (a closure over an outer variable). Forward-mode
+levels are fresh per ``jvp`` call, so perturbations of different calls never mix.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+
+from . import _dtypes
+from . import _pytree as tree
+from ._backend import np
+from .autograd import engine
+from .autograd.forward import dual_level, make_dual, unpack_dual
+from .errors import DTypeError, ShapeError
+from .grad_mode import STATE, enable_grad, no_grad
+from .tensor import Tensor
+
+Fn = Callable[..., Any]
+MODES = ("auto", "forward", "reverse")
+
+
+# ----- arguments and results -----
+
+def _nary(core: Callable, f: Fn, argnums: int | Sequence[int], who: str, **kw: Any) -> Fn:
+    """Lift ``core(fun, primal, labels, tensor_out, **kw)`` (one pytree argument) to ``argnums``."""
+    single = isinstance(argnums, int)
+    nums = (argnums,) if single else tuple(argnums)
+    if not nums or not all(isinstance(i, int) for i in nums):
+        raise TypeError(f"{who}: argnums must be an int or a non-empty tuple of ints, got {argnums!r}")
+
+    def transformed(*args: Any) -> Any:
+        bad = [i for i in nums if not -len(args) <= i < len(args)]
+        if bad:
+            raise TypeError(f"{who}: argnums={argnums!r} but the function was called with "
+                            f"{len(args)} positional argument(s)")
+        pos = [i % len(args) for i in nums]
+
+        def fun(primal: Any) -> Any:
+            new = list(args)
+            for i, value in zip(pos, (primal,) if single else primal):
+                new[i] = value
+            return f(*new)
+
+        primal = args[pos[0]] if single else tuple(args[i] for i in pos)
+        labels = _labels(primal, pos if not single else None, pos[0])
+        tensor_out = _any_tensor(args)
+        return core(fun, primal, labels, tensor_out, **kw)
+
+    transformed.__name__ = f"{who}({getattr(f, '__name__', 'f')})"
+    transformed.__doc__ = f"{who} of {getattr(f, '__name__', 'f')} (see chainrule.{who})."
+    return transformed
+
+
+def _labels(primal: Any, nums: Sequence[int] | None, num: int) -> list[str]:
+    """Names of the leaves for messages: ``argument 1['w']``."""
+    _, structure = tree.flatten(primal)
+    names = []
+    for path in tree.paths(structure):
+        if nums is not None:
+            num, path = nums[path[0]], path[1:]
+        names.append(f"argument {num}" + "".join(f"[{k!r}]" for k in path))
+    return names
+
+
+def _any_tensor(value: Any) -> bool:
+    return any(isinstance(x, Tensor) for x in tree.flatten(value)[0])
+
+
+def _input(x: Any, who: str, label: str) -> Tensor:
+    """A floating Tensor for a differentiated leaf (Python floats become float64)."""
+    t = x if isinstance(x, Tensor) else None
+    data = x.data if t is not None else np.asarray(x)
+    if not _dtypes.is_floating(data.dtype):
+        raise DTypeError(f"{who}: {label} has dtype {data.dtype} (shape {data.shape}); only floating "
+                         f"inputs can be differentiated. Pass float data (e.g. "
+                         f"np.asarray(x, dtype=np.float64)) or leave it out of argnums")
+    return t if t is not None else Tensor(data)
+
+
+def _direction(v: Any, like: Tensor, who: str, label: str, kind: str) -> Any:
+    """Check a tangent or cotangent against its primal: same shape, same floating dtype."""
+    if isinstance(v, (Tensor, np.ndarray, np.generic)):
+        if v.dtype != like.dtype:
+            raise DTypeError(f"{who}: the {kind} for {label} has dtype {v.dtype} but the primal is "
+                             f"{like.dtype}; cast it with .astype({like.dtype})")
+    else:
+        v = np.asarray(v, dtype=like.dtype)
+    if tuple(v.shape) != like.shape:
+        raise ShapeError(f"{who}: the {kind} for {label} has shape {tuple(v.shape)} but the primal "
+                         f"has shape {like.shape}; they must match")
+    return v
+
+
+def _directions(vs: Any, structure: Any, likes: list, labels: list, who: str, kind: str) -> list:
+    leaves, got = tree.flatten(vs)
+    if got != structure:
+        raise ShapeError(f"{who}: the {kind}s must have the same structure as the "
+                         f"{'primals' if kind == 'tangent' else 'outputs'} (tuples, lists, dicts "
+                         f"with the same keys and lengths); got {len(leaves)} leaves for "
+                         f"{len(likes)}")
+    return [_direction(v, x, who, lab, kind) for v, x, lab in zip(leaves, likes, labels)]
+
+
+def _live_tangents(t: Tensor) -> bool:
+    return bool(t._tangents) and any(level in STATE.fw_levels for level in t._tangents)
+
+
+def _export(value: Any, tensor_out: bool, keep_graph: bool) -> Any:
+    """A result for the caller: detached unless an outer graph needs it; NumPy if NumPy came in."""
+    if isinstance(value, Tensor):
+        if value.requires_grad and not keep_graph:
+            tangents, value = value._tangents, value.detach()
+            value._tangents = tangents
+        if tensor_out or value.requires_grad or _live_tangents(value):
+            return value
+        return value.data
+    if isinstance(value, (np.ndarray, np.generic, float, int)):
+        arr = np.asarray(value)
+        return Tensor(arr) if tensor_out else arr
+    return value
+
+
+def _split_aux(res: Any, has_aux: bool, who: str) -> tuple[Any, Any]:
+    if not has_aux:
+        return res, None
+    if not (isinstance(res, (tuple, list)) and len(res) == 2):
+        raise TypeError(f"{who}: has_aux=True needs f to return a pair (output, aux), got "
+                        f"{type(res).__name__}")
+    return res[0], res[1]
+
+
+def _outputs(out: Any, who: str) -> tuple[list, Any]:
+    leaves, structure = tree.flatten(out)
+    result = []
+    for path, o in zip(tree.paths(structure), leaves):
+        data = o.data if isinstance(o, Tensor) else np.asarray(o)
+        if not _dtypes.is_floating(data.dtype):
+            where = "output" + "".join(f"[{k!r}]" for k in path)
+            raise DTypeError(f"{who}: {where} has dtype {data.dtype} (shape {data.shape}); f must "
+                             f"return floating arrays or Tensors to be differentiated")
+        result.append(o if isinstance(o, Tensor) else data)
+    return result, structure
+
+
+def _zeros(x: Any) -> np.ndarray:
+    return np.zeros(x.shape, dtype=x.dtype)
+
+
+def _one_hot(x: Any, k: int) -> np.ndarray:
+    e = np.zeros(x.size, dtype=x.dtype)
+    e[k] = 1
+    return e.reshape(x.shape)
+
+
+# ----- reverse mode core -----
+
+class _Pullback:
+    """One recorded run of ``fun``; ``pull`` maps output cotangents to input cotangents, repeatably."""
+
+    def __init__(self, fun: Fn, primal: Any, labels: list, has_aux: bool, who: str) -> None:
+        leaves, self.in_tree = tree.flatten(primal)
+        self.xs = [_input(x, who, lab) for x, lab in zip(leaves, labels)]
+        self.labels, self.who = labels, who
+        outer = STATE.grad_enabled
+        self.inputs = [_reverse_input(x) for x in self.xs]
+        with enable_grad():
+            res = fun(tree.unflatten(self.in_tree, self.inputs))
+        out, self.aux = _split_aux(res, has_aux, who)
+        self.outs, self.out_tree = _outputs(out, who)
+        self.connected = outer and (any(x.requires_grad for x in self.xs) or self._reaches_outside())
+
+    def _reaches_outside(self) -> bool:
+        """Does the outputs' graph reach a leaf that requires grad other than our inputs?"""
+        seen = {x._edge()[0] for x in self.inputs}
+        stack = [o._edge()[0] for o in self.outs if isinstance(o, Tensor) and o.requires_grad]
+        while stack:
+            node = stack.pop()
+            if node in seen:
+                continue
+            seen.add(node)
+            if not node.edges:
+                return True
+            stack.extend(e[0] for e in node.edges if e is not None)
+        return False
+
+    def pull(self, cots: list) -> list:
+        """Cotangents of the inputs (a list) for ``cots`` (one per output; None for zero)."""
+        active = [(o, c) for o, c in zip(self.outs, cots)
+                  if c is not None and isinstance(o, Tensor) and o.requires_grad]
+        grads: Sequence[Any] = [None] * len(self.inputs)
+        if active:
+            create = self.connected or any(isinstance(c, Tensor) and
+                                           (c.requires_grad or _live_tangents(c)) for _, c in active)
+            grads = engine.grad([o for o, _ in active], self.inputs, [c for _, c in active],
+                                retain_graph=True, create_graph=create, allow_unused=True)
+        return [g if g is not None else _zeros(x) for g, x in zip(grads, self.xs)]
+
+    def cotangents(self, value: Any) -> list:
+        """Validate a user's cotangent pytree against the outputs."""
+        likes = [o if isinstance(o, Tensor) else Tensor(o) for o in self.outs]
+        names = ["output" + "".join(f"[{k!r}]" for k in p) for p in tree.paths(self.out_tree)]
+        return _directions(value, self.out_tree, likes, names, self.who, "cotangent")
+
+
+def _reverse_input(x: Tensor) -> Tensor:
+    """The inner input: an alias (stays connected) or a fresh leaf carrying x's forward tangents."""
+    if x.requires_grad:
+        with enable_grad():
+            return _alias(x)
+    leaf = Tensor(x.data, requires_grad=True)
+    leaf._tangents = x._tangents
+    return leaf
+
+
+# ----- forward mode core -----
+
+def _push(fun: Fn, in_tree: Any, xs: list, ts: list, has_aux: bool, who: str) -> tuple:
+    """Run ``fun`` once in a fresh dual level: (out leaves, out tree, tangent-out leaves, aux).
+
+    A tangent of None means "no perturbation" for that input.
+    """
+    with dual_level() as level:
+        duals = [x if t is None else make_dual(x, t, level) for x, t in zip(xs, ts)]
+        res = fun(tree.unflatten(in_tree, duals))
+        out, aux = _split_aux(res, has_aux, who)
+        outs, out_tree = _outputs(out, who)
+        primals, touts = [], []
+        for o in outs:
+            p, t = unpack_dual(o, level) if isinstance(o, Tensor) else (o, None)
+            primals.append(p)
+            touts.append(t if t is not None else _zeros(o))
+    return primals, out_tree, touts, aux
+
+
+# ----- the transforms -----
+
+def vjp(f: Fn, *primals: Any, has_aux: bool = False) -> tuple:
+    """Return ``(f(*primals), vjp_fn)``; ``vjp_fn(v)`` gives vᵀJ, one cotangent per primal.
+
+    With ``has_aux=True``, ``f`` returns ``(out, aux)`` and vjp returns ``(out, vjp_fn, aux)``.
+
+    >>> import chainrule as cr, numpy as np
+    >>> out, vjp_fn = cr.vjp(lambda x, y: x * y, np.array([1.0, 2.0]), np.array([3.0, 4.0]))
+    >>> vjp_fn(np.array([1.0, 10.0]))
+    (array([ 3., 40.]), array([ 1., 20.]))
+    """
+    who = "vjp"
+    labels = _labels(primals, range(len(primals)), 0)
+    pb = _Pullback(lambda p: f(*p), primals, labels, has_aux, who)
+    tensor_out = _any_tensor(primals)
+
+    def vjp_fn(cotangent: Any) -> tuple:
+        gs = pb.pull(pb.cotangents(cotangent))
+        return tree.unflatten(pb.in_tree, [_export(g, tensor_out, pb.connected) for g in gs])
+
+    out = tree.unflatten(pb.out_tree, [_export(o, tensor_out, pb.connected) for o in pb.outs])
+    if has_aux:
+        return out, vjp_fn, tree.tree_map(lambda a: _export(a, tensor_out, pb.connected), pb.aux)
+    return out, vjp_fn
+
+
+def jvp(f: Fn, primals: Sequence[Any], tangents: Sequence[Any], has_aux: bool = False) -> tuple:
+    """Return ``(f(*primals), J @ tangents)`` in one forward pass (true forward mode).
+
+    ``primals`` and ``tangents`` are tuples (or lists) of the same structure; a tangent must have
+    its primal's shape and dtype (Python numbers take the primal's dtype). With ``has_aux=True``
+    the result is ``(out, tangent_out, aux)``.
+
+    >>> import chainrule as cr, numpy as np
+    >>> cr.jvp(lambda x: x ** 3, (np.array(2.0),), (np.array(1.0),))
+    (array(8.), array(12.))
+    """
+    who = "jvp"
+    if not isinstance(primals, (tuple, list)) or not isinstance(tangents, (tuple, list)):
+        raise TypeError(f"{who}: primals and tangents must be tuples (or lists), e.g. "
+                        f"cr.jvp(f, (x,), (v,)); got {type(primals).__name__} and "
+                        f"{type(tangents).__name__}")
+    primals = tuple(primals)
+    leaves, in_tree = tree.flatten(primals)
+    labels = _labels(primals, range(len(primals)), 0)
+    xs = [_input(x, who, lab) for x, lab in zip(leaves, labels)]
+    ts = _directions(tuple(tangents), in_tree, xs, labels, who, "tangent")
+    outs, out_tree, touts, aux = _push(lambda p: f(*p), in_tree, xs, ts, has_aux, who)
+    tensor_out = _any_tensor((primals, tangents))
+    result = (tree.unflatten(out_tree, [_export(o, tensor_out, True) for o in outs]),
+              tree.unflatten(out_tree, [_export(t, tensor_out, True) for t in touts]))
+    if has_aux:
+        return result + (tree.tree_map(lambda a: _export(a, tensor_out, True), aux),)
+    return result
+
+
+def value_and_grad(f: Fn, argnums: int | Sequence[int] = 0, has_aux: bool = False) -> Fn:
+    """Return a function computing ``(f(*args), grad)``; ``((value, aux), grad)`` with has_aux.
+
+    >>> import chainrule as cr
+    >>> cr.value_and_grad(lambda x: x ** 2)(3.0)
+    (array(9.), array(6.))
+    """
+    return _nary(_value_and_grad, f, argnums, "value_and_grad", has_aux=has_aux)
+
+
+def _value_and_grad(fun: Fn, primal: Any, labels: list, tensor_out: bool, has_aux: bool) -> tuple:
+    who = "grad"
+    pb = _Pullback(fun, primal, labels, has_aux, who)
+    if pb.out_tree is not tree.LEAF or pb.outs[0].size != 1:
+        got = (f"shape {tuple(pb.outs[0].shape)}" if pb.out_tree is tree.LEAF
+               else f"{len(pb.outs)} outputs in a {pb.out_tree[0].__name__}")
+        raise ShapeError(f"{who}: f must return a scalar, but it returned {got}. For a non-scalar "
+                         f"function use cr.jacobian (the full Jacobian) or cr.vjp (a vector-Jacobian "
+                         f"product); with has_aux=True f returns (scalar, aux)")
+    out = pb.outs[0]
+    gs = pb.pull([np.ones(out.shape, dtype=out.dtype)])
+    grads = tree.unflatten(pb.in_tree, [_export(g, tensor_out, pb.connected) for g in gs])
+    value = _export(out, tensor_out, pb.connected)
+    if has_aux:
+        value = (value, tree.tree_map(lambda a: _export(a, tensor_out, pb.connected), pb.aux))
+    return value, grads
+
+
+def grad(f: Fn, argnums: int | Sequence[int] = 0, has_aux: bool = False) -> Fn:
+    """Return a function computing the gradient of scalar ``f`` with respect to ``args[argnums]``.
+
+    A tuple ``argnums`` gives a tuple of gradients; ``has_aux=True`` gives ``(grad, aux)``.
+
+    >>> import chainrule as cr
+    >>> cr.grad(lambda x, y: x * y ** 2, argnums=(0, 1))(3.0, 2.0)
+    (array(4.), array(12.))
+    """
+    value_grad = _nary(_value_and_grad, f, argnums, "grad", has_aux=has_aux)
+
+    def gradient(*args: Any) -> Any:
+        value, g = value_grad(*args)
+        return (g, value[1]) if has_aux else g
+    gradient.__name__ = value_grad.__name__
+    return gradient
+
+
+def jacrev(f: Fn, argnums: int | Sequence[int] = 0, has_aux: bool = False) -> Fn:
+    """Jacobian by reverse mode: one backward pass per output element, over one recorded graph.
+
+    The result has shape ``out.shape + in.shape`` (an output tree of input trees for pytrees).
+
+    >>> import chainrule as cr, numpy as np
+    >>> cr.jacrev(lambda x: x ** 2)(np.array([1.0, 2.0]))
+    array([[2., 0.],
+           [0., 4.]])
+    """
+    return _nary(_jacrev, f, argnums, "jacrev", has_aux=has_aux)
+
+
+def _jacrev(fun: Fn, primal: Any, labels: list, tensor_out: bool, has_aux: bool) -> Any:
+    pb = _Pullback(fun, primal, labels, has_aux, "jacrev")
+    blocks = []
+    for k, o in enumerate(pb.outs):
+        rows: list[list] = [[] for _ in pb.xs]
+        for i in range(o.size):
+            cots = [None] * len(pb.outs)
+            cots[k] = _one_hot(o, i)
+            for j, g in enumerate(pb.pull(cots)):
+                rows[j].append(g)
+        blocks.append([_assemble(r, o.shape, x.shape, x.dtype, axis=0) for r, x in zip(rows, pb.xs)])
+    return _jacobian_result(blocks, pb.out_tree, pb.in_tree, tensor_out, pb.connected, pb.aux)
+
+
+def jacfwd(f: Fn, argnums: int | Sequence[int] = 0, has_aux: bool = False) -> Fn:
+    """Jacobian by forward mode: one JVP (forward pass) per input element; nothing is saved.
+
+    The result has shape ``out.shape + in.shape`` (an output tree of input trees for pytrees).
+
+    >>> import chainrule as cr, numpy as np
+    >>> cr.jacfwd(lambda x: x[0] * x)(np.array([1.0, 2.0]))
+    array([[2., 0.],
+           [2., 1.]])
+    """
+    return _nary(_jacfwd, f, argnums, "jacfwd", has_aux=has_aux)
+
+
+def _jacfwd(fun: Fn, primal: Any, labels: list, tensor_out: bool, has_aux: bool) -> Any:
+    who = "jacfwd"
+    leaves, in_tree = tree.flatten(primal)
+    xs = [_input(x, who, lab) for x, lab in zip(leaves, labels)]
+    cols: list = []          # cols[j][i]: output tangent leaves for input j, element i
+    outs = out_tree = aux = None
+    for j, x in enumerate(xs):
+        cols.append([])
+        for i in range(x.size):
+            ts: list = [None] * len(xs)
+            ts[j] = _one_hot(x, i)
+            outs, out_tree, touts, aux = _push(fun, in_tree, xs, ts, has_aux, who)
+            cols[j].append(touts)
+    if outs is None:         # no input elements at all: one plain call for the output structure
+        outs, out_tree, _, aux = _push(fun, in_tree, xs, [None] * len(xs), has_aux, who)
+    blocks = [[_assemble([c[k] for c in cols[j]], o.shape, x.shape, x.dtype, axis=-1)
+               for j, x in enumerate(xs)] for k, o in enumerate(outs)]
+    return _jacobian_result(blocks, out_tree, in_tree, tensor_out, True, aux)
+
+
+def _assemble(parts: list, out_shape: tuple, in_shape: tuple, dtype: Any, axis: int) -> Any:
+    """Stack rows (axis 0) or columns (axis -1) into a block of shape out_shape + in_shape."""
+    shape = tuple(out_shape) + tuple(in_shape)
+    if not parts:
+        return np.zeros(shape, dtype=dtype)
+    if len(parts) == 1 and axis == -1:
+        return _ops.reshape(parts[0], shape)
+    return _ops.reshape(_ops.stack(parts, axis=axis), shape)
+
+
+def _jacobian_result(blocks: list, out_tree: Any, in_tree: Any, tensor_out: bool, keep: bool,
+                     aux: Any) -> Any:
+    jac = tree.unflatten(out_tree, [tree.unflatten(in_tree, [_export(b, tensor_out, keep) for b in row])
+                                    for row in blocks])
+    if aux is None:
+        return jac
+    return jac, tree.tree_map(lambda a: _export(a, tensor_out, keep), aux)
+
+
+class Jacobian:
+    """The callable returned by :func:`jacobian`; it says which mode it uses.
+
+    ``mode_for(*args)`` returns ``"forward"`` or ``"reverse"`` for those arguments and
+    ``last_mode`` is the mode of the latest call. In ``"auto"`` mode the rule is: forward when the
+    differentiated inputs have fewer elements than the outputs (n < m), reverse otherwise. The
+    output size m is learned from one evaluation of ``f`` under ``no_grad`` the first time an
+    argument signature (shapes, dtypes) is seen, then cached.
+    """
+
+    def __init__(self, f: Fn, argnums: int | Sequence[int], mode: str, has_aux: bool) -> None:
+        if mode not in MODES:
+            raise ValueError(f"jacobian: mode must be one of {MODES}, got {mode!r}")
+        self.f, self.argnums, self.mode, self.has_aux = f, argnums, mode, has_aux
+        self.last_mode: str | None = None
+        self._fwd = jacfwd(f, argnums, has_aux)
+        self._rev = jacrev(f, argnums, has_aux)
+        self._sizes: dict = {}
+
+    def mode_for(self, *args: Any) -> str:
+        """The mode a call with these arguments uses: ``"forward"`` if n < m else ``"reverse"``."""
+        if self.mode != "auto":
+            return self.mode
+        nums = (self.argnums,) if isinstance(self.argnums, int) else tuple(self.argnums)
+        n = sum(np.size(x.data if isinstance(x, Tensor) else x)
+                for i in nums for x in tree.flatten(args[i])[0])
+        key = _signature(args)
+        m = self._sizes.get(key) if key is not None else None
+        if m is None:
+            with no_grad():
+                res = self.f(*args)
+            out, _ = _split_aux(res, self.has_aux, "jacobian")
+            m = sum(np.size(o.data if isinstance(o, Tensor) else o) for o in tree.flatten(out)[0])
+            if key is not None:
+                self._sizes[key] = m
+        return "forward" if n < m else "reverse"
+
+    def __call__(self, *args: Any) -> Any:
+        self.last_mode = self.mode_for(*args)
+        return (self._fwd if self.last_mode == "forward" else self._rev)(*args)
+
+    def __repr__(self) -> str:
+        return f"<jacobian of {getattr(self.f, '__name__', 'f')}, mode={self.mode!r}>"
+
+
+def _signature(args: Any) -> Any:
+    """A hashable key of the arguments' shapes and dtypes (and other leaves' values); None if none."""
+    leaves, structure = tree.flatten(args)
+    key = []
+    for x in leaves:
+        if isinstance(x, (Tensor, np.ndarray, np.generic)):
+            key.append((tuple(x.shape), str(x.dtype)))
+        else:
+            key.append((type(x).__name__, x))
+    try:
+        hash(tuple(key))
+    except TypeError:
+        return None
+    return (structure, tuple(key))
+
+
+def jacobian(f: Fn, argnums: int | Sequence[int] = 0, mode: str = "auto",
+             has_aux: bool = False) -> Jacobian:
+    """Jacobian of ``f``, by forward mode when n_inputs < n_outputs and by reverse mode otherwise.
+
+    ``mode="forward"`` / ``"reverse"`` forces a mode. The returned object tells its choice.
+
+    >>> import chainrule as cr, numpy as np
+    >>> J = cr.jacobian(lambda x: cr.tanh(x).sum())
+    >>> J(np.zeros(3)), J.last_mode
+    (array([1., 1., 1.]), 'reverse')
+    >>> J.mode_for(np.zeros(1)) == cr.jacobian(lambda x: x * np.ones(4)).mode_for(np.zeros(1))
+    False
+    """
+    return Jacobian(f, argnums, mode, has_aux)
+
+
+def hessian(f: Fn, argnums: int | Sequence[int] = 0) -> Fn:
+    """Hessian of scalar ``f`` as ``jacfwd(jacrev(f))`` (forward-over-reverse, as in JAX).
+
+    >>> import chainrule as cr, numpy as np
+    >>> cr.hessian(lambda x: (x ** 3).sum())(np.array([1.0, 2.0]))
+    array([[ 6.,  0.],
+           [ 0., 12.]])
+    """
+    return jacfwd(jacrev(f, argnums), argnums)
+
+
+def hvp(f: Fn, primals: Sequence[Any], tangents: Sequence[Any]) -> tuple:
+    """Hessian-vector product H·v of scalar ``f`` as the JVP of its gradient (forward-over-reverse).
+
+    Costs a small multiple of one gradient, never forms H. Returns a tuple, one entry per primal.
+
+    >>> import chainrule as cr, numpy as np
+    >>> cr.hvp(lambda x: (x ** 3).sum(), (np.array([1.0, 2.0]),), (np.array([1.0, 1.0]),))
+    (array([ 6., 12.]),)
+    """
+    if not isinstance(primals, (tuple, list)):
+        raise TypeError(f"hvp: primals and tangents must be tuples, e.g. cr.hvp(f, (x,), (v,)); got "
+                        f"{type(primals).__name__}")
+    gradient = grad(f, argnums=tuple(range(len(primals))))
+    return jvp(gradient, tuple(primals), tuple(tangents))[1]
+
+
+from . import ops as _ops  # noqa: E402
+from .ops import alias as _alias  # noqa: E402

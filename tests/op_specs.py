@@ -1,0 +1,181 @@
+"""One spec per primitive: how to call it, on which shapes and domain. The op-table tests iterate it."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+import chainrule as cr
+
+
+@dataclass(frozen=True)
+class OpSpec:
+    name: str                                   # key in cr.PRIMITIVES
+    fn: Callable[..., Any]                      # takes Tensors, returns a Tensor
+    shapes: tuple = ((3, 4),)
+    domain: tuple = (-2.0, 2.0)                 # keeps log/sqrt/arccosh inside their domain
+    order: int = 2                              # highest derivative order checked
+    torch_fn: Callable[..., Any] | None = None  # same function on torch tensors (None: no torch check)
+    domains: tuple | None = None                # per-input domains, overriding `domain`
+    id: str = ""
+
+    def sample(self, rng: np.random.Generator) -> list:
+        doms = self.domains or (self.domain,) * len(self.shapes)
+        return [cr.tensor(rng.uniform(lo, hi, size=s), dtype=cr.float64, requires_grad=True)
+                for s, (lo, hi) in zip(self.shapes, doms)]
+
+    def __str__(self) -> str:
+        return self.id or self.name
+
+
+def _t(name: str) -> Callable[..., Any]:
+    """torch.<name> resolved lazily (torch is optional)."""
+    def call(*xs: Any) -> Any:
+        import torch
+        return getattr(torch, name)(*xs)
+    return call
+
+
+def _tl(fn: Callable[..., Any]) -> Callable[..., Any]:
+    def call(*xs: Any) -> Any:
+        import torch
+        return fn(torch, *xs)
+    return call
+
+
+BCAST = ((3, 1), (1, 4))
+_COND = np.random.default_rng(7).uniform(size=(3, 4)) > 0.5
+_SPD_SHIFT = 3.0 * np.eye(3)
+_IDX = np.array([0, 2, 2, 1])                      # repeated index: gradients accumulate
+_MASK = np.array([[True, False, True, True], [False, False, True, False], [True, True, False, True]])
+
+
+def _unary(name: str, domain: tuple = (-2.0, 2.0), torch_name: str | None = None, **kw: Any) -> OpSpec:
+    fn = getattr(cr, name)
+    tn = torch_name if torch_name is not None else name
+    return OpSpec(name, fn, domain=domain, torch_fn=_t(tn) if tn else None, **kw)
+
+
+def _binary(name: str, domain: tuple = (-2.0, 2.0), torch_name: str | None = None, **kw: Any) -> OpSpec:
+    fn = getattr(cr, name)
+    tn = torch_name if torch_name is not None else name
+    return OpSpec(name, fn, shapes=BCAST, domain=domain, torch_fn=_t(tn) if tn else None, **kw)
+
+
+OP_SPECS: list[OpSpec] = [
+    # ----- elementwise unary -----
+    _unary("negative", torch_name="neg"), _unary("exp"), _unary("exp2"),
+    _unary("log", (0.2, 3.0)), _unary("log2", (0.2, 3.0)), _unary("log10", (0.2, 3.0)),
+    _unary("log1p", (-0.5, 2.0)), _unary("expm1"), _unary("sqrt", (0.2, 3.0)),
+    OpSpec("cbrt", cr.cbrt, domain=(0.2, 3.0), torch_fn=_tl(lambda t, x: x ** (1 / 3))),
+    _unary("sin"), _unary("cos"), _unary("tan", (-1.0, 1.0)),
+    _unary("arcsin", (-0.9, 0.9)), _unary("arccos", (-0.9, 0.9)), _unary("arctan"),
+    _unary("sinh"), _unary("cosh"), _unary("tanh"), _unary("arcsinh"),
+    _unary("arccosh", (1.2, 3.0)), _unary("arctanh", (-0.9, 0.9)),
+    _unary("sigmoid"), _unary("relu"), OpSpec("softplus", cr.softplus,
+                                              torch_fn=_tl(lambda t, x: t.nn.functional.softplus(x))),
+    _unary("erf"), OpSpec("gelu", cr.gelu, torch_fn=_tl(lambda t, x: t.nn.functional.gelu(x))),
+    _unary("abs"), _unary("reciprocal", (0.5, 2.0)), _unary("square"),
+    _unary("sign", torch_name="sign"), _unary("floor"), _unary("ceil"),
+    OpSpec("round", cr.round, domain=(-2.0, 2.0), torch_fn=_t("round")),
+    OpSpec("alias", cr.ops.alias, torch_fn=_tl(lambda t, x: x * 1)),
+    OpSpec("copy", cr.copy, torch_fn=_tl(lambda t, x: x.clone())),
+    OpSpec("astype", lambda x: cr.astype(x, np.longdouble), order=1),
+    # ----- elementwise binary -----
+    _binary("add"), _binary("subtract", torch_name="sub"), _binary("multiply", torch_name="mul"),
+    _binary("divide", torch_name="div", domains=((-2.0, 2.0), (0.5, 2.0))),
+    _binary("power", torch_name="pow", domains=((0.5, 2.0), (-1.5, 1.5))),
+    OpSpec("power", lambda x: x ** 3, id="power-const", torch_fn=_tl(lambda t, x: x ** 3)),
+    OpSpec("power", lambda x: 2.0 ** x, id="power-base", torch_fn=_tl(lambda t, x: 2.0 ** x)),
+    _binary("maximum"), _binary("minimum"), _binary("arctan2", (0.3, 2.0), torch_name="atan2"),
+    OpSpec("where", lambda x, y: cr.where(_COND, x, y), shapes=((3, 4), (4,)),
+           torch_fn=_tl(lambda t, x, y: t.where(t.tensor(_COND), x, y))),
+    OpSpec("clip", lambda x: cr.clip(x, -0.5, 0.7), torch_fn=_tl(lambda t, x: t.clamp(x, -0.5, 0.7))),
+    OpSpec("clip", lambda x, lo, hi: cr.clip(x, lo, hi), id="clip-tensor-bounds",
+           shapes=((3, 4), (3, 1), (1, 4)), domains=((-2.0, 2.0), (-1.0, -0.4), (0.4, 1.0)),
+           torch_fn=_tl(lambda t, x, lo, hi: t.minimum(t.maximum(x, lo), hi))),
+    # ----- reductions -----
+    OpSpec("sum", lambda x: cr.sum(x, axis=1, keepdims=True),
+           torch_fn=_tl(lambda t, x: x.sum(dim=1, keepdim=True))),
+    OpSpec("sum", lambda x: cr.sum(x), id="sum-all", shapes=((2, 3, 2),), torch_fn=_tl(lambda t, x: x.sum())),
+    OpSpec("sum", lambda x: cr.sum(x, axis=(0, 2)), id="sum-tuple", shapes=((2, 3, 2),),
+           torch_fn=_tl(lambda t, x: x.sum(dim=(0, 2)))),
+    OpSpec("prod", lambda x: cr.prod(x, axis=0), domain=(0.5, 1.5),
+           torch_fn=_tl(lambda t, x: x.prod(dim=0))),
+    OpSpec("prod", lambda x: cr.prod(x), id="prod-all", shapes=((2, 3),), domain=(0.5, 1.5),
+           torch_fn=_tl(lambda t, x: x.prod())),
+    OpSpec("amax", lambda x: cr.amax(x, axis=1), torch_fn=_tl(lambda t, x: x.amax(dim=1))),
+    OpSpec("amin", lambda x: cr.amin(x, axis=(0, 1)), torch_fn=_tl(lambda t, x: x.amin(dim=(0, 1)))),
+    OpSpec("logsumexp", lambda x: cr.logsumexp(x, axis=1),
+           torch_fn=_tl(lambda t, x: t.logsumexp(x, dim=1))),
+    OpSpec("cumsum", lambda x: cr.cumsum(x, axis=1), torch_fn=_tl(lambda t, x: t.cumsum(x, dim=1))),
+    OpSpec("cumprod", lambda x: cr.cumprod(x, axis=0), domain=(0.5, 1.5),
+           torch_fn=_tl(lambda t, x: t.cumprod(x, dim=0))),
+    # ----- linear algebra -----
+    OpSpec("matmul", cr.matmul, shapes=((2, 3, 4), (4, 5)), torch_fn=_t("matmul")),
+    OpSpec("matmul", cr.matmul, id="matmul-batch-bcast", shapes=((2, 1, 3, 4), (5, 4, 2)),
+           torch_fn=_t("matmul")),
+    OpSpec("matmul", cr.matmul, id="matmul-vec-mat", shapes=((4,), (2, 4, 3)), torch_fn=_t("matmul")),
+    OpSpec("matmul", cr.matmul, id="matmul-mat-vec", shapes=((2, 3, 4), (4,)), torch_fn=_t("matmul")),
+    OpSpec("matmul", cr.matmul, id="matmul-vec-vec", shapes=((4,), (4,)), torch_fn=_t("matmul")),
+    OpSpec("einsum", lambda x, y: cr.einsum("bij,bjk->bik", x, y), shapes=((2, 3, 4), (2, 4, 2)),
+           torch_fn=_tl(lambda t, x, y: t.einsum("bij,bjk->bik", x, y))),
+    OpSpec("einsum", lambda x: cr.einsum("ii->i", x), id="einsum-diag", shapes=((3, 3),),
+           torch_fn=_tl(lambda t, x: t.einsum("ii->i", x))),
+    OpSpec("einsum", lambda x, y: cr.einsum("ij,k->", x, y), id="einsum-sum-out",
+           shapes=((2, 3), (4,)), torch_fn=_tl(lambda t, x, y: t.einsum("ij,k->", x, y))),
+    OpSpec("einsum", lambda x, y: cr.einsum("...ij,...j->...i", x, y), id="einsum-ellipsis",
+           shapes=((2, 3, 4), (2, 4)), torch_fn=_tl(lambda t, x, y: t.einsum("...ij,...j->...i", x, y))),
+    OpSpec("inv", lambda x: cr.linalg.inv(x + _SPD_SHIFT), shapes=((3, 3),), domain=(-0.5, 0.5),
+           torch_fn=_tl(lambda t, x: t.linalg.inv(x + t.tensor(_SPD_SHIFT)))),
+    OpSpec("solve", lambda a, b: cr.linalg.solve(a + _SPD_SHIFT, b), shapes=((3, 3), (3, 2)),
+           domain=(-0.5, 0.5), torch_fn=_tl(lambda t, a, b: t.linalg.solve(a + t.tensor(_SPD_SHIFT), b))),
+    OpSpec("solve", lambda a, b: cr.linalg.solve(a + _SPD_SHIFT, b), id="solve-vector",
+           shapes=((3, 3), (3,)), domain=(-0.5, 0.5),
+           torch_fn=_tl(lambda t, a, b: t.linalg.solve(a + t.tensor(_SPD_SHIFT), b))),
+    OpSpec("det", lambda x: cr.linalg.det(x + _SPD_SHIFT), shapes=((2, 3, 3),), domain=(-0.5, 0.5),
+           torch_fn=_tl(lambda t, x: t.linalg.det(x + t.tensor(_SPD_SHIFT)))),
+    OpSpec("logabsdet", lambda x: cr.linalg.slogdet(x - _SPD_SHIFT)[1], shapes=((3, 3),),
+           domain=(-0.5, 0.5), torch_fn=_tl(lambda t, x: t.linalg.slogdet(x - t.tensor(_SPD_SHIFT))[1])),
+    OpSpec("cholesky", lambda x: cr.linalg.cholesky(x @ x.T + _SPD_SHIFT), shapes=((3, 3),),
+           torch_fn=_tl(lambda t, x: t.linalg.cholesky(x @ x.T + t.tensor(_SPD_SHIFT)))),
+    # ----- shape and indexing -----
+    OpSpec("reshape", lambda x: cr.reshape(x, (2, 6)), torch_fn=_tl(lambda t, x: x.reshape(2, 6))),
+    OpSpec("transpose", lambda x: cr.transpose(x, (1, 2, 0)), shapes=((2, 3, 4),),
+           torch_fn=_tl(lambda t, x: x.permute(1, 2, 0))),
+    OpSpec("broadcast_to", lambda x: cr.broadcast_to(x, (2, 3, 4)), shapes=((3, 1),),
+           torch_fn=_tl(lambda t, x: x.expand(2, 3, 4))),
+    OpSpec("concatenate", lambda x, y: cr.concatenate([x, y, x], axis=1), shapes=((3, 2), (3, 4)),
+           torch_fn=_tl(lambda t, x, y: t.cat([x, y, x], dim=1))),
+    OpSpec("flip", lambda x: cr.flip(x, 1), torch_fn=_tl(lambda t, x: t.flip(x, (1,)))),
+    OpSpec("roll", lambda x: cr.roll(x, 2, axis=1), torch_fn=_tl(lambda t, x: t.roll(x, 2, 1))),
+    OpSpec("pad", lambda x: cr.pad(x, ((1, 0), (2, 1))),
+           torch_fn=_tl(lambda t, x: t.nn.functional.pad(x, (2, 1, 1, 0)))),
+    OpSpec("getitem", lambda x: x[1:, ::2], torch_fn=_tl(lambda t, x: x[1:, ::2])),
+    OpSpec("getitem", lambda x: x[_IDX], id="getitem-repeated", shapes=((3, 4),),
+           torch_fn=_tl(lambda t, x: x[t.tensor(_IDX)])),
+    OpSpec("getitem", lambda x: x[_MASK], id="getitem-mask", torch_fn=_tl(lambda t, x: x[t.tensor(_MASK)])),
+    OpSpec("getitem", lambda x: x[..., None, 1], id="getitem-ellipsis-none",
+           torch_fn=_tl(lambda t, x: x[..., None, 1])),
+    OpSpec("scatter_add", lambda x: cr.ops.scatter_add(x, (_IDX,), (3, 4)), shapes=((4, 4),),
+           torch_fn=_tl(lambda t, x: t.zeros(3, 4, dtype=x.dtype).index_add(0, t.tensor(_IDX), x))),
+    OpSpec("index_put", lambda x, v: cr.ops.index_put(x, (slice(None), 1), v), shapes=((3, 4), (3,)),
+           torch_fn=_tl(lambda t, x, v: x.index_put((t.arange(3), t.tensor(1)), v))),
+    # ----- nn -----
+    OpSpec("softmax", lambda x: cr.softmax(x, axis=1), torch_fn=_tl(lambda t, x: t.softmax(x, dim=1))),
+    OpSpec("log_softmax", lambda x: cr.log_softmax(x, axis=0),
+           torch_fn=_tl(lambda t, x: t.log_softmax(x, dim=0))),
+]
+
+# Non-differentiable primitives: their results never require grad.
+NONDIFF_SPECS = {
+    "less": lambda x: x < 0, "less_equal": lambda x: x <= 0, "greater": lambda x: x > 0,
+    "greater_equal": lambda x: x >= 0, "equal": lambda x: x == x, "not_equal": lambda x: x != 0,
+    "logical_and": lambda x: (x > 0) & (x < 1), "logical_or": lambda x: (x > 0) | (x < -1),
+    "logical_not": lambda x: ~(x > 0), "isnan": cr.isnan, "isfinite": cr.isfinite, "isinf": cr.isinf,
+    "argmax": lambda x: cr.argmax(x, axis=1),
+}
+
+# Ops whose derivative is piecewise constant (zero): second order adds nothing
+ZERO_GRAD = {"sign", "floor", "ceil", "round"}

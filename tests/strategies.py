@@ -1,0 +1,49 @@
+"""Hypothesis strategies: small functions, not a configurable factory."""
+import numpy as np
+from hypothesis import strategies as st
+from hypothesis.extra.numpy import mutually_broadcastable_shapes
+
+import chainrule as cr
+
+
+def broadcastable_pairs(max_dims: int = 3, max_side: int = 3):
+    return mutually_broadcastable_shapes(num_shapes=2, min_dims=0, max_dims=max_dims, max_side=max_side)
+
+
+# (name, function) pairs that are smooth everywhere on [-1.5, 1.5]
+SMOOTH_UNARY = [("tanh", cr.tanh), ("sin", cr.sin), ("exp", cr.exp), ("sigmoid", cr.sigmoid),
+                ("square", cr.square), ("softplus", cr.softplus), ("arctan", cr.arctan),
+                ("cos", cr.cos), ("erf", cr.erf)]
+SMOOTH_BINARY = [("add", cr.add), ("subtract", cr.subtract), ("multiply", cr.multiply),
+                 ("div_safe", lambda x, y: x / (1.5 + y * y)), ("hypot", lambda x, y: cr.sqrt(1 + x * x + y * y))]
+REDUCE = [("sum0", lambda x: cr.sum(x, axis=0, keepdims=True)), ("mean", lambda x: cr.mean(x, axis=-1, keepdims=True)),
+          ("softmax", lambda x: cr.softmax(x, axis=-1)), ("lse", lambda x: cr.logsumexp(x, axis=-1, keepdims=True)),
+          ("flip", lambda x: cr.flip(x, 0)), ("T", lambda x: cr.transpose(cr.transpose(x)))]
+
+
+@st.composite
+def compositions(draw, min_ops: int = 2, max_ops: int = 6):
+    """A random program of 2-6 ops over one input of shape (2, 3): returns (description, function)."""
+    steps = []
+    for _ in range(draw(st.integers(min_ops, max_ops))):
+        kind = draw(st.sampled_from(["unary", "binary", "reduce"]))
+        if kind == "unary":
+            steps.append(("u",) + draw(st.sampled_from(SMOOTH_UNARY)))
+        elif kind == "binary":
+            steps.append(("b",) + draw(st.sampled_from(SMOOTH_BINARY)))
+        else:
+            steps.append(("r",) + draw(st.sampled_from(REDUCE)))
+
+    def program(x):
+        vals = [x]
+        for kind, _, fn in steps:
+            if kind == "b":
+                vals.append(fn(vals[-1], vals[0]))   # reuse the input: a DAG, not a chain
+            else:
+                vals.append(fn(vals[-1]))
+        return vals[-1]
+    return " -> ".join(name for _, name, _ in steps), program
+
+
+def arrays(rng: np.random.Generator, shape) -> cr.Tensor:
+    return cr.tensor(rng.uniform(-1.5, 1.5, size=shape), dtype=cr.float64, requires_grad=True)
