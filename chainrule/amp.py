@@ -239,7 +239,7 @@ class GradScaler:
                 self._growth_tracker += 1
                 if self._growth_tracker == self._growth_interval:
                     grown = self._scale * self._growth_factor
-                    if np.isfinite(float32.type(grown)):
+                    if grown <= float(np.finfo(float32).max):
                         self._scale = grown
                     self._growth_tracker = 0
         self._check_backoffs(found_inf)

@@ -1,4 +1,4 @@
-"""Probability distributions with ``log_prob``, ``sample`` and (for Normal) reparameterized ``rsample``.
+"""Probability distributions: ``log_prob``, ``sample`` and (Normal) reparameterized ``rsample``.
 
 Follows ``torch.distributions``: ``sample`` is not differentiable (use a score-function estimator,
 see ``chainrule.estimators``); ``Normal.rsample`` is loc + scale * eps, differentiable in loc and
@@ -28,15 +28,16 @@ def _param(x: Any) -> Tensor:
     return x if isinstance(x, Tensor) else as_tensor(x)
 
 
-def _probs_and_logits(probs: Any, logits: Any, who: str, normalize: Any) -> tuple[Tensor, Tensor]:
+def _probs_and_logits(probs: Any, logits: Any, who: str, normalize: Any,
+                      upper: float = 1.0) -> tuple[Tensor, Tensor]:
     if (probs is None) == (logits is None):
         raise ValueError(f"{who}: pass exactly one of probs= or logits=")
     if probs is not None:
         probs = _param(probs)
         p = np.asarray(probs.data)
-        if p.size and (p.min() < 0 or p.max() > 1):
-            raise ValueError(f"{who}: probs must lie in [0, 1], got values in [{p.min():.3g}, "
-                             f"{p.max():.3g}]; pass logits= for unnormalised scores")
+        if p.size and (p.min() < 0 or p.max() > upper):
+            raise ValueError(f"{who}: probs must lie in [0, {upper}], got values in "
+                             f"[{p.min():.3g}, {p.max():.3g}]; pass logits= for raw scores")
         return probs, normalize(probs, None)
     logits = _param(logits)
     return normalize(None, logits), logits
@@ -128,7 +129,8 @@ class Categorical:
     """
 
     def __init__(self, probs: Any = None, logits: Any = None) -> None:
-        self.probs, self.logits = _probs_and_logits(probs, logits, "Categorical", _categorical_pair)
+        self.probs, self.logits = _probs_and_logits(probs, logits, "Categorical", _categorical_pair,
+                                                    upper=np.inf)
         self.logits = ops.log_softmax(self.logits, axis=-1)
         self.probs = ops.exp(self.logits)
         self.batch_shape = self.logits.shape[:-1]

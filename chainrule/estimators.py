@@ -71,7 +71,8 @@ def gumbel_softmax(logits: Any, tau: float = 1.0, hard: bool = True, axis: int =
     sample's (straight-through), as ``torch.nn.functional.gumbel_softmax``.
 
     >>> import chainrule as cr, numpy as np
-    >>> y = cr.estimators.gumbel_softmax(cr.tensor([1.0, 2.0, 0.5]), generator=np.random.default_rng(0))
+    >>> rng = np.random.default_rng(0)
+    >>> y = cr.estimators.gumbel_softmax(cr.tensor([1.0, 2.0, 0.5]), generator=rng)
     >>> y.data.sum(), set(y.data.tolist()) <= {0.0, 1.0}
     (np.float32(1.0), True)
     """
@@ -110,7 +111,7 @@ def score_function(log_prob: Any, f_value: Any, baseline: Any = None) -> Tensor:
                              f"'mean' (leave-one-out)")
         n = f.shape[0] if f.ndim else 1
         if n < 2:
-            raise ValueError("score_function: baseline='mean' needs at least 2 samples along axis 0")
+            raise ValueError("score_function: baseline='mean' needs at least 2 samples on axis 0")
         b = (f.sum(axis=0, keepdims=True) - f) / (n - 1)
     else:
         b = 0.0 if baseline is None else np.asarray(raw(baseline), dtype=np.float64)
@@ -133,7 +134,7 @@ def reparam_estimator(make_dist: Callable[[Tensor], Any], f: Callable[[Tensor], 
 
 def reinforce_estimator(make_dist: Callable[[Tensor], Any], f: Callable[[Any], Any],
                         baseline: Any = None) -> Callable:
-    """Estimator for ``report``: the score-function surrogate of f at a (non-differentiable) sample."""
+    """Estimator for ``report``: the score-function surrogate of f at a (detached) sample."""
     def estimate(theta: Tensor, generator: Any) -> Tensor:
         dist = make_dist(theta)
         z = dist.sample(generator=generator)
@@ -172,9 +173,10 @@ class Report(dict):
 
     def __str__(self) -> str:
         lines = [f"exact gradient: {_fmt(self.exact)}",
-                 f"{'estimator':<24}{'mean':>24}{'std. error':>22}{'variance':>22}{'|bias|/SE':>11}"]
+                 f"{'estimator':<26}{'mean':>12}{'std. error':>12}{'variance':>12}"
+                 f"{'|bias|/SE':>11}"]
         for s in self.values():
-            lines.append(f"{s.name:<24}{_fmt(s.mean):>24}{_fmt(s.stderr):>22}{_fmt(s.variance):>22}"
+            lines.append(f"{s.name:<26}{_fmt(s.mean):>12}{_fmt(s.stderr):>12}{_fmt(s.variance):>12}"
                          f"{s.z_score:>11.2f}")
         return "\n".join(lines)
 
@@ -194,8 +196,9 @@ def report(estimators: Mapping[str, Callable], theta: Any, exact: Any, num_sampl
 
     >>> import chainrule as cr, numpy as np
     >>> f = lambda z: z * z                          # E[z^2] = mu^2 + 1, gradient 2 mu
-    >>> est = {"reparam": cr.estimators.reparam_estimator(lambda m: cr.distributions.Normal(m, 1.0), f)}
-    >>> r = cr.estimators.report(est, 1.5, exact=3.0, num_samples=2000, generator=np.random.default_rng(0))
+    >>> normal = lambda m: cr.distributions.Normal(m, 1.0)
+    >>> est = {"reparam": cr.estimators.reparam_estimator(normal, f)}
+    >>> r = cr.estimators.report(est, 1.5, exact=3.0, generator=np.random.default_rng(0))
     >>> r["reparam"].z_score < 3
     True
     """
@@ -208,8 +211,8 @@ def report(estimators: Mapping[str, Callable], theta: Any, exact: Any, num_sampl
                         requires_grad=True)
         surrogate = est(thetas, gen)
         if tuple(surrogate.shape) != (num_samples,):
-            raise ShapeError(f"report: estimator {name!r} returned shape {tuple(surrogate.shape)}; it "
-                             f"must return one surrogate per sample, shape ({num_samples},)")
+            raise ShapeError(f"report: estimator {name!r} returned shape {tuple(surrogate.shape)}; "
+                             f"it must return one surrogate per sample, shape ({num_samples},)")
         surrogate.sum().backward()
         per = np.zeros((num_samples, theta0.size)) if thetas.grad is None else \
             np.asarray(thetas.grad.data, np.float64).reshape(num_samples, -1)

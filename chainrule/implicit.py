@@ -1,4 +1,4 @@
-"""Implicit differentiation: solutions of z = f(z, p) and g(z, p) = 0, differentiated without unrolling.
+"""Implicit differentiation: solutions of z = f(z, p) and g(z, p) = 0, differentiated unrolled-free.
 
 The solver runs under ``no_grad`` (its iterations are not recorded, so memory does not grow with
 their number). Derivatives come from the implicit function theorem at the solution z*: with
@@ -19,7 +19,7 @@ from ._backend import np
 from .autograd import engine
 from .autograd.forward import dual_level, make_dual, unpack_dual
 from .autograd.function import Function
-from .errors import ChainruleError, GraphError
+from .errors import ChainruleError, GraphError, ShapeError
 from .grad_mode import STATE, enable_grad, no_grad
 from .ops._registry import raw
 from .tensor import Tensor, wrap
@@ -34,8 +34,11 @@ _DEFAULT_TOL = {np.dtype(np.float64): 1e-10, np.dtype(np.float32): 1e-5}
 
 # ----- small dense-free linear algebra -----
 def gmres(matvec: Callable[[np.ndarray], np.ndarray], b: np.ndarray, tol: float = 1e-10,
-          max_iter: int = 200, restart: int = 50, who: str = "gmres") -> np.ndarray:
+          max_iter: int = 200, restart: int = 50, who: str = "gmres",
+          check: bool = True) -> np.ndarray:
     """Solve ``A x = b`` given ``matvec(v) = A v`` (restarted GMRES on flat float64 vectors).
+
+    With ``check=False`` a system that does not reach ``tol`` returns its least-squares iterate.
 
     >>> import numpy as np
     >>> A = np.array([[3.0, 1.0], [1.0, 2.0]])
@@ -72,11 +75,11 @@ def gmres(matvec: Callable[[np.ndarray], np.ndarray], b: np.ndarray, tol: float 
             basis.append(w / hess[j + 1, j])
         x = x + np.stack(basis[:len(y)], axis=1) @ y
     rel = float(np.linalg.norm(b - matvec(x))) / bnorm
-    if rel > tol:
-        raise ConvergenceError(f"{who}: the linear solve did not converge after {iters} iterations: "
-                               f"relative residual {rel:.3g} > tol {tol:.3g}; the linearised system "
-                               f"is singular or ill-conditioned at the solution (check that the "
-                               f"solution is isolated), or raise max_iter")
+    if rel > tol and check:
+        raise ConvergenceError(f"{who}: the linear solve did not converge after {iters} "
+                               f"iterations: relative residual {rel:.3g} > tol {tol:.3g}; the "
+                               f"linearised system is singular or ill-conditioned at the solution "
+                               f"(check that the solution is isolated), or raise max_iter")
     return x
 
 
@@ -108,9 +111,9 @@ def anderson(fn: Callable[[np.ndarray], np.ndarray], z0: np.ndarray, tol: float,
 
 
 def _no_convergence(who: str, iters: int, res: float, tol: float) -> ConvergenceError:
-    return ConvergenceError(f"{who}: no convergence after {iters} iterations: residual {res:.3g} > "
-                            f"tol {tol:.3g}. Raise max_iter, try another solver=, or check that the "
-                            f"problem has a solution near z0 (a fixed-point map must be a "
+    return ConvergenceError(f"{who}: no convergence after {iters} iterations: residual {res:.3g} "
+                            f"> tol {tol:.3g}. Raise max_iter, try another solver=, or check that "
+                            f"the problem has a solution near z0 (a fixed-point map must be a "
                             f"contraction near it)")
 
 
@@ -186,13 +189,13 @@ class ImplicitSolve(Function):
             return np.zeros_like(w) if gw is None else np.asarray(gw.data, np.float64).ravel()
 
         tol = _tol(problem, dtype)
-        if problem.backward_solver == "iteration":      # w <- w - (ḡ - R_zᵀ w): u = ḡ + J_fᵀ u, w = -u
+        if problem.backward_solver == "iteration":      # w <- w - (ḡ - R_zᵀ w) is u = ḡ + J_fᵀ u
             w = _richardson(rzt, g, tol, problem.max_iter, f"{problem.name} backward")
         else:
             w = gmres(rzt, g, tol=tol, max_iter=problem.max_iter, who=f"{problem.name} backward")
         wanted = [p for p, n in zip(pts, need) if n]
-        grads = iter(engine.grad([r], wanted, [(-w).reshape(shape).astype(dtype)], allow_unused=True)
-                     if wanted else ())
+        seed = (-w).reshape(shape).astype(dtype)
+        grads = iter(engine.grad([r], wanted, [seed], allow_unused=True) if wanted else ())
         out = [next(grads) if n else None for n in need]
         return (None, None) + tuple(out)
 
@@ -200,8 +203,9 @@ class ImplicitSolve(Function):
     def jvp(ctx: Any, t_problem: Any, tz0: Any, *tps: Any) -> Tensor:
         problem = ctx.problem
         z, *params = ctx.saved_tensors
-        zd, fixed = np.asarray(z.data), [wrap(raw(p)) if isinstance(p, Tensor) else p for p in params]
-        rhs = -problem.jvp(zd, fixed, None, [raw(t) if t is not None else None for t in tps]).ravel()
+        zd = np.asarray(z.data)
+        fixed = [wrap(raw(p)) if isinstance(p, Tensor) else p for p in params]
+        rhs = -problem.jvp(zd, fixed, None, [None if t is None else raw(t) for t in tps]).ravel()
         nones = [None] * len(fixed)
 
         def rz(v: np.ndarray) -> np.ndarray:            # R_z v
@@ -242,14 +246,17 @@ def fixed_point(f: Callable, z0: Any, *params: Any, tol: float | None = None, ma
     if solver not in ("anderson", "iteration"):
         raise ValueError(f"fixed_point: unknown solver={solver!r}; use 'anderson' or 'iteration'")
     if backward_solver not in ("gmres", "iteration"):
-        raise ValueError(f"fixed_point: unknown backward_solver={backward_solver!r}; use 'gmres' or "
-                         f"'iteration'")
+        raise ValueError(f"fixed_point: unknown backward_solver={backward_solver!r}; use 'gmres' "
+                         f"or 'iteration'")
     shape = np.shape(raw(z0))
 
     def step(z: np.ndarray, ps: list) -> np.ndarray:
         with no_grad():
-            return np.asarray(raw(f(wrap(z.reshape(shape).astype(dtype_of(z0))), *ps)),
-                              np.float64).ravel()
+            fz = np.asarray(raw(f(wrap(z.reshape(shape).astype(dtype_of(z0))), *ps)), np.float64)
+        if fz.shape != shape:
+            raise ShapeError(f"fixed_point: f(z, *params) returned shape {fz.shape} for z of shape "
+                             f"{shape}; f must map z to an array of the same shape")
+        return fz.ravel()
 
     def solve(z: np.ndarray, ps: list, tol_: float) -> np.ndarray:
         if solver == "anderson":
@@ -313,7 +320,7 @@ def _newton(problem: _Problem, z: np.ndarray, ps: list, tol: float, max_iter: in
             return problem.jvp(zc, ps, v.reshape(zc.shape).astype(zc.dtype), nones).ravel()
 
         dz = gmres(jv, -np.asarray(r, np.float64).ravel(), tol=1e-12, max_iter=4 * max(z.size, 10),
-                   who="root_solve (Newton step)").reshape(z.shape)
+                   who="root_solve (Newton step)", check=False).reshape(z.shape)
         step = 1.0
         for _ in range(30):                     # backtracking: never accept a worse residual
             z_new = (z + step * dz).astype(z.dtype)

@@ -5,6 +5,7 @@ graph keeps only what ``pack`` returned; backward calls ``unpack`` on it once pe
 """
 from __future__ import annotations
 
+import weakref
 from typing import Any, Callable
 
 from . import _dtypes
@@ -48,12 +49,14 @@ class saved_tensors_hooks:
 def save_as(dtype: Any) -> saved_tensors_hooks:
     """Hooks that store saved floating arrays in ``dtype`` (float16, bfloat16) and restore their dtype.
 
-    Halves activation memory for float32 models at the cost of rounding the saved values.
+    Halves activation memory for float32 models at the cost of rounding the saved values. Each array
+    is copied once however many ops save it; parameters (leaves that require grad) are kept as they are.
 
     >>> import chainrule as cr
     >>> x = cr.tensor([0.1, 0.2], dtype=cr.float32, requires_grad=True)
     >>> with cr.save_as(cr.float16):
-    ...     y = (x * x).sum()
+    ...     h = x * 1.0                # an activation: saved as float16 by the next op
+    ...     y = (h * h).sum()
     >>> y.backward(); x.grad           # 2 * float16(x): rounded to float16 precision
     tensor([0.19995117, 0.39990234])
     """
@@ -62,12 +65,20 @@ def save_as(dtype: Any) -> saved_tensors_hooks:
         raise TypeError(f"save_as: dtype must be a floating dtype such as cr.float16 or cr.bfloat16, "
                         f"got {target}")
 
+    copies: dict = {}      # id(array) -> (array ref, copy ref): one copy per array, however often saved
+
     def pack(t: Tensor) -> Any:
         data = t.data
-        if data.dtype.kind == "c" or not _dtypes.is_floating(data.dtype) \
-                or data.dtype.itemsize <= target.itemsize:
-            return data                      # complex, an integer mask, or already as small: keep
-        return data.astype(target), data.dtype
+        if t.is_leaf and t.requires_grad or data.dtype.kind == "c" \
+                or not _dtypes.is_floating(data.dtype) or data.dtype.itemsize <= target.itemsize:
+            return data     # a parameter (alive anyway), complex, an integer mask, or already small
+        hit = copies.get(id(data))
+        if hit is not None and hit[0]() is data and hit[1]() is not None:
+            return hit[1](), data.dtype
+        small = data.astype(target)
+        key = id(data)
+        copies[key] = (weakref.ref(data, lambda _: copies.pop(key, None)), weakref.ref(small))
+        return small, data.dtype
 
     def unpack(packed: Any) -> Any:
         if isinstance(packed, tuple):

@@ -16,6 +16,7 @@ from . import data, nn, optim
 from ._backend import np
 from .grad_mode import no_grad
 from .nn import functional as F
+from .precision import MixedPrecisionStep, plot_scale
 from .tensor import Tensor
 
 StepFn = Callable[[nn.Module, optim.Optimizer, Tensor, Tensor], float]
@@ -151,6 +152,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--data", help="a .npz (x, y) or .csv (features..., label) file instead of the digits")
     p.add_argument("--out", help="directory for loss/accuracy PNGs (needs matplotlib)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--precision", choices=("fp32", "bf16", "fp16"), default="fp32",
+                   help="bf16: autocast + float32 master weights; fp16: autocast + dynamic loss scaling")
     return p
 
 
@@ -167,12 +170,16 @@ def main(argv: list[str] | None = None) -> int:
     n_params = sum(p.size for p in model.parameters())
     print(f"training a {args.model.upper()} ({n_params:,} parameters) on {len(x_tr)} examples, "
           f"testing on {len(x_te)}; {epochs} epochs, batch {args.batch_size}, Adam + cosine schedule")
+    step = MixedPrecisionStep(args.precision)
     history = fit(model, optimizer, loader, x_te, y_te, epochs, scheduler=scheduler,
-                  progress=not args.quiet)
+                  progress=not args.quiet, step=step)
+    print(step.summary())
     wall = time.perf_counter() - start
     print(f"test accuracy {history['val_acc'][-1]:.2%}  (wall time {wall:.1f} s)")
     if args.out:
         paths = save_plots(history, args.out)
+        if step.scaler is not None and plot_scale(step.history, os.path.join(args.out, "loss_scale.png")):
+            paths.append(os.path.join(args.out, "loss_scale.png"))
         print("plots: " + ", ".join(paths) if paths else
               "plots skipped: matplotlib is not installed (pip install 'chainrule[plot]')")
     return 0

@@ -20,11 +20,13 @@ from typing import Any, Callable, Sequence
 
 from . import _dtypes
 from . import _pytree as tree
+from . import ops as _ops
 from ._backend import np
 from .autograd import engine
 from .autograd.forward import dual_level, make_dual, unpack_dual
 from .errors import DTypeError, ShapeError
 from .grad_mode import STATE, enable_grad, no_grad
+from .ops import alias as _alias
 from .tensor import Tensor
 
 Fn = Callable[..., Any]
@@ -34,18 +36,12 @@ MODES = ("auto", "forward", "reverse")
 # ----- arguments and results -----
 
 def _nary(core: Callable, f: Fn, argnums: int | Sequence[int], who: str, **kw: Any) -> Fn:
-    """Lift ``core(fun, primal, labels, tensor_out, **kw)`` (one pytree argument) to ``argnums``."""
+    """Lift ``core(fun, primal, labels, tensor_out, who, **kw)`` (one pytree argument) to argnums."""
     single = isinstance(argnums, int)
-    nums = (argnums,) if single else tuple(argnums)
-    if not nums or not all(isinstance(i, int) for i in nums):
-        raise TypeError(f"{who}: argnums must be an int or a non-empty tuple of ints, got {argnums!r}")
+    _positions(argnums, None, who)
 
     def transformed(*args: Any) -> Any:
-        bad = [i for i in nums if not -len(args) <= i < len(args)]
-        if bad:
-            raise TypeError(f"{who}: argnums={argnums!r} but the function was called with "
-                            f"{len(args)} positional argument(s)")
-        pos = [i % len(args) for i in nums]
+        pos = _positions(argnums, args, who)
 
         def fun(primal: Any) -> Any:
             new = list(args)
@@ -54,63 +50,88 @@ def _nary(core: Callable, f: Fn, argnums: int | Sequence[int], who: str, **kw: A
             return f(*new)
 
         primal = args[pos[0]] if single else tuple(args[i] for i in pos)
-        labels = _labels(primal, pos if not single else None, pos[0])
+        labels = _Labels(primal, None if single else pos, pos[0])
         tensor_out = _any_tensor(args)
-        return core(fun, primal, labels, tensor_out, **kw)
+        return core(fun, primal, labels, tensor_out, who, **kw)
 
     transformed.__name__ = f"{who}({getattr(f, '__name__', 'f')})"
     transformed.__doc__ = f"{who} of {getattr(f, '__name__', 'f')} (see chainrule.{who})."
     return transformed
 
 
-def _labels(primal: Any, nums: Sequence[int] | None, num: int) -> list[str]:
-    """Names of the leaves for messages: ``argument 1['w']``."""
-    _, structure = tree.flatten(primal)
-    names = []
-    for path in tree.paths(structure):
-        if nums is not None:
-            num, path = nums[path[0]], path[1:]
-        names.append(f"argument {num}" + "".join(f"[{k!r}]" for k in path))
-    return names
+def _positions(argnums: int | Sequence[int], args: tuple | None, who: str) -> list[int]:
+    """Check ``argnums`` (against ``args`` if given) and return the argument positions."""
+    nums = (argnums,) if isinstance(argnums, int) else tuple(argnums)
+    if not nums or not all(isinstance(i, int) for i in nums):
+        raise TypeError(f"{who}: argnums must be an int or a non-empty tuple of ints, got {argnums!r}")
+    if args is None:
+        return list(nums)
+    if any(not -len(args) <= i < len(args) for i in nums):
+        raise TypeError(f"{who}: argnums={argnums!r} but the function was called with "
+                        f"{len(args)} positional argument(s)")
+    return [i % len(args) for i in nums]
+
+
+class _Labels:
+    """Names of a tree's leaves for messages (``argument 1['w']``, ``output[0]``), made on demand.
+
+    ``nums`` maps the first key to an argument number; ``num`` names a single argument; with
+    neither, the leaves are outputs.
+    """
+
+    def __init__(self, value: Any, nums: Sequence[int] | None = None, num: int | None = None) -> None:
+        self.value, self.nums, self.num = value, nums, num
+
+    def __getitem__(self, k: int) -> str:
+        path = tree.paths(tree.flatten(self.value)[1])[k]
+        if self.nums is not None:
+            head, path = f"argument {self.nums[path[0]]}", path[1:]
+        else:
+            head = "output" if self.num is None else f"argument {self.num}"
+        return head + "".join(f"[{key!r}]" for key in path)
 
 
 def _any_tensor(value: Any) -> bool:
     return any(isinstance(x, Tensor) for x in tree.flatten(value)[0])
 
 
-def _input(x: Any, who: str, label: str) -> Tensor:
+def _inputs(leaves: list, who: str, labels: _Labels) -> list[Tensor]:
+    return [_input(x, who, labels, k) for k, x in enumerate(leaves)]
+
+
+def _input(x: Any, who: str, labels: _Labels, k: int) -> Tensor:
     """A floating Tensor for a differentiated leaf (Python floats become float64)."""
     t = x if isinstance(x, Tensor) else None
     data = x.data if t is not None else np.asarray(x)
     if not _dtypes.is_floating(data.dtype):
-        raise DTypeError(f"{who}: {label} has dtype {data.dtype} (shape {data.shape}); only floating "
+        raise DTypeError(f"{who}: {labels[k]} has dtype {data.dtype} (shape {data.shape}); only floating "
                          f"inputs can be differentiated. Pass float data (e.g. "
                          f"np.asarray(x, dtype=np.float64)) or leave it out of argnums")
     return t if t is not None else Tensor(data)
 
 
-def _direction(v: Any, like: Tensor, who: str, label: str, kind: str) -> Any:
+def _direction(v: Any, like: Tensor, who: str, labels: _Labels, k: int, kind: str) -> Any:
     """Check a tangent or cotangent against its primal: same shape, same floating dtype."""
     if isinstance(v, (Tensor, np.ndarray, np.generic)):
         if v.dtype != like.dtype:
-            raise DTypeError(f"{who}: the {kind} for {label} has dtype {v.dtype} but the primal is "
+            raise DTypeError(f"{who}: the {kind} for {labels[k]} has dtype {v.dtype} but the primal is "
                              f"{like.dtype}; cast it with .astype({like.dtype})")
     else:
         v = np.asarray(v, dtype=like.dtype)
     if tuple(v.shape) != like.shape:
-        raise ShapeError(f"{who}: the {kind} for {label} has shape {tuple(v.shape)} but the primal "
+        raise ShapeError(f"{who}: the {kind} for {labels[k]} has shape {tuple(v.shape)} but the primal "
                          f"has shape {like.shape}; they must match")
     return v
 
 
-def _directions(vs: Any, structure: Any, likes: list, labels: list, who: str, kind: str) -> list:
+def _directions(vs: Any, structure: Any, likes: list, labels: _Labels, who: str, kind: str) -> list:
     leaves, got = tree.flatten(vs)
     if got != structure:
         raise ShapeError(f"{who}: the {kind}s must have the same structure as the "
                          f"{'primals' if kind == 'tangent' else 'outputs'} (tuples, lists, dicts "
                          f"with the same keys and lengths); got {len(leaves)} leaves for "
                          f"{len(likes)}")
-    return [_direction(v, x, who, lab, kind) for v, x, lab in zip(leaves, likes, labels)]
+    return [_direction(v, x, who, labels, k, kind) for k, (v, x) in enumerate(zip(leaves, likes))]
 
 
 def _live_tangents(t: Tensor) -> bool:
@@ -132,6 +153,10 @@ def _export(value: Any, tensor_out: bool, keep_graph: bool) -> Any:
     return value
 
 
+def _export_tree(value: Any, tensor_out: bool, keep_graph: bool) -> Any:
+    return tree.tree_map(lambda x: _export(x, tensor_out, keep_graph), value)
+
+
 def _split_aux(res: Any, has_aux: bool, who: str) -> tuple[Any, Any]:
     if not has_aux:
         return res, None
@@ -144,11 +169,10 @@ def _split_aux(res: Any, has_aux: bool, who: str) -> tuple[Any, Any]:
 def _outputs(out: Any, who: str) -> tuple[list, Any]:
     leaves, structure = tree.flatten(out)
     result = []
-    for path, o in zip(tree.paths(structure), leaves):
+    for k, o in enumerate(leaves):
         data = o.data if isinstance(o, Tensor) else np.asarray(o)
         if not _dtypes.is_floating(data.dtype):
-            where = "output" + "".join(f"[{k!r}]" for k in path)
-            raise DTypeError(f"{who}: {where} has dtype {data.dtype} (shape {data.shape}); f must "
+            raise DTypeError(f"{who}: {_Labels(out)[k]} has dtype {data.dtype} (shape {data.shape}); f must "
                              f"return floating arrays or Tensors to be differentiated")
         result.append(o if isinstance(o, Tensor) else data)
     return result, structure
@@ -169,10 +193,10 @@ def _one_hot(x: Any, k: int) -> np.ndarray:
 class _Pullback:
     """One recorded run of ``fun``; ``pull`` maps output cotangents to input cotangents, repeatably."""
 
-    def __init__(self, fun: Fn, primal: Any, labels: list, has_aux: bool, who: str) -> None:
+    def __init__(self, fun: Fn, primal: Any, labels: _Labels, has_aux: bool, who: str) -> None:
         leaves, self.in_tree = tree.flatten(primal)
-        self.xs = [_input(x, who, lab) for x, lab in zip(leaves, labels)]
-        self.labels, self.who = labels, who
+        self.xs = _inputs(leaves, who, labels)
+        self.who = who
         outer = STATE.grad_enabled
         self.inputs = [_reverse_input(x) for x in self.xs]
         with enable_grad():
@@ -210,7 +234,7 @@ class _Pullback:
     def cotangents(self, value: Any) -> list:
         """Validate a user's cotangent pytree against the outputs."""
         likes = [o if isinstance(o, Tensor) else Tensor(o) for o in self.outs]
-        names = ["output" + "".join(f"[{k!r}]" for k in p) for p in tree.paths(self.out_tree)]
+        names = _Labels(tree.unflatten(self.out_tree, likes))
         return _directions(value, self.out_tree, likes, names, self.who, "cotangent")
 
 
@@ -257,7 +281,7 @@ def vjp(f: Fn, *primals: Any, has_aux: bool = False) -> tuple:
     (array([ 3., 40.]), array([ 1., 20.]))
     """
     who = "vjp"
-    labels = _labels(primals, range(len(primals)), 0)
+    labels = _Labels(primals, range(len(primals)))
     pb = _Pullback(lambda p: f(*p), primals, labels, has_aux, who)
     tensor_out = _any_tensor(primals)
 
@@ -267,7 +291,7 @@ def vjp(f: Fn, *primals: Any, has_aux: bool = False) -> tuple:
 
     out = tree.unflatten(pb.out_tree, [_export(o, tensor_out, pb.connected) for o in pb.outs])
     if has_aux:
-        return out, vjp_fn, tree.tree_map(lambda a: _export(a, tensor_out, pb.connected), pb.aux)
+        return out, vjp_fn, _export_tree(pb.aux, tensor_out, pb.connected)
     return out, vjp_fn
 
 
@@ -289,16 +313,14 @@ def jvp(f: Fn, primals: Sequence[Any], tangents: Sequence[Any], has_aux: bool = 
                         f"{type(tangents).__name__}")
     primals = tuple(primals)
     leaves, in_tree = tree.flatten(primals)
-    labels = _labels(primals, range(len(primals)), 0)
-    xs = [_input(x, who, lab) for x, lab in zip(leaves, labels)]
+    labels = _Labels(primals, range(len(primals)))
+    xs = _inputs(leaves, who, labels)
     ts = _directions(tuple(tangents), in_tree, xs, labels, who, "tangent")
     outs, out_tree, touts, aux = _push(lambda p: f(*p), in_tree, xs, ts, has_aux, who)
     tensor_out = _any_tensor((primals, tangents))
-    result = (tree.unflatten(out_tree, [_export(o, tensor_out, True) for o in outs]),
-              tree.unflatten(out_tree, [_export(t, tensor_out, True) for t in touts]))
-    if has_aux:
-        return result + (tree.tree_map(lambda a: _export(a, tensor_out, True), aux),)
-    return result
+    out = tree.unflatten(out_tree, [_export(o, tensor_out, True) for o in outs])
+    tout = tree.unflatten(out_tree, [_export(t, tensor_out, True) for t in touts])
+    return (out, tout, _export_tree(aux, tensor_out, True)) if has_aux else (out, tout)
 
 
 def value_and_grad(f: Fn, argnums: int | Sequence[int] = 0, has_aux: bool = False) -> Fn:
@@ -311,8 +333,8 @@ def value_and_grad(f: Fn, argnums: int | Sequence[int] = 0, has_aux: bool = Fals
     return _nary(_value_and_grad, f, argnums, "value_and_grad", has_aux=has_aux)
 
 
-def _value_and_grad(fun: Fn, primal: Any, labels: list, tensor_out: bool, has_aux: bool) -> tuple:
-    who = "grad"
+def _value_and_grad(fun: Fn, primal: Any, labels: _Labels, tensor_out: bool, who: str,
+                    has_aux: bool) -> tuple:
     pb = _Pullback(fun, primal, labels, has_aux, who)
     if pb.out_tree is not tree.LEAF or pb.outs[0].size != 1:
         got = (f"shape {tuple(pb.outs[0].shape)}" if pb.out_tree is tree.LEAF
@@ -325,7 +347,7 @@ def _value_and_grad(fun: Fn, primal: Any, labels: list, tensor_out: bool, has_au
     grads = tree.unflatten(pb.in_tree, [_export(g, tensor_out, pb.connected) for g in gs])
     value = _export(out, tensor_out, pb.connected)
     if has_aux:
-        value = (value, tree.tree_map(lambda a: _export(a, tensor_out, pb.connected), pb.aux))
+        value = (value, _export_tree(pb.aux, tensor_out, pb.connected))
     return value, grads
 
 
@@ -360,8 +382,8 @@ def jacrev(f: Fn, argnums: int | Sequence[int] = 0, has_aux: bool = False) -> Fn
     return _nary(_jacrev, f, argnums, "jacrev", has_aux=has_aux)
 
 
-def _jacrev(fun: Fn, primal: Any, labels: list, tensor_out: bool, has_aux: bool) -> Any:
-    pb = _Pullback(fun, primal, labels, has_aux, "jacrev")
+def _jacrev(fun: Fn, primal: Any, labels: _Labels, tensor_out: bool, who: str, has_aux: bool) -> Any:
+    pb = _Pullback(fun, primal, labels, has_aux, who)
     blocks = []
     for k, o in enumerate(pb.outs):
         rows: list[list] = [[] for _ in pb.xs]
@@ -371,7 +393,8 @@ def _jacrev(fun: Fn, primal: Any, labels: list, tensor_out: bool, has_aux: bool)
             for j, g in enumerate(pb.pull(cots)):
                 rows[j].append(g)
         blocks.append([_assemble(r, o.shape, x.shape, x.dtype, axis=0) for r, x in zip(rows, pb.xs)])
-    return _jacobian_result(blocks, pb.out_tree, pb.in_tree, tensor_out, pb.connected, pb.aux)
+    jac = _jacobian_result(blocks, pb.out_tree, pb.in_tree, tensor_out, pb.connected)
+    return (jac, _export_tree(pb.aux, tensor_out, pb.connected)) if has_aux else jac
 
 
 def jacfwd(f: Fn, argnums: int | Sequence[int] = 0, has_aux: bool = False) -> Fn:
@@ -387,10 +410,9 @@ def jacfwd(f: Fn, argnums: int | Sequence[int] = 0, has_aux: bool = False) -> Fn
     return _nary(_jacfwd, f, argnums, "jacfwd", has_aux=has_aux)
 
 
-def _jacfwd(fun: Fn, primal: Any, labels: list, tensor_out: bool, has_aux: bool) -> Any:
-    who = "jacfwd"
+def _jacfwd(fun: Fn, primal: Any, labels: _Labels, tensor_out: bool, who: str, has_aux: bool) -> Any:
     leaves, in_tree = tree.flatten(primal)
-    xs = [_input(x, who, lab) for x, lab in zip(leaves, labels)]
+    xs = _inputs(leaves, who, labels)
     cols: list = []          # cols[j][i]: output tangent leaves for input j, element i
     outs = out_tree = aux = None
     for j, x in enumerate(xs):
@@ -404,7 +426,8 @@ def _jacfwd(fun: Fn, primal: Any, labels: list, tensor_out: bool, has_aux: bool)
         outs, out_tree, _, aux = _push(fun, in_tree, xs, [None] * len(xs), has_aux, who)
     blocks = [[_assemble([c[k] for c in cols[j]], o.shape, x.shape, x.dtype, axis=-1)
                for j, x in enumerate(xs)] for k, o in enumerate(outs)]
-    return _jacobian_result(blocks, out_tree, in_tree, tensor_out, True, aux)
+    jac = _jacobian_result(blocks, out_tree, in_tree, tensor_out, True)
+    return (jac, _export_tree(aux, tensor_out, True)) if has_aux else jac
 
 
 def _assemble(parts: list, out_shape: tuple, in_shape: tuple, dtype: Any, axis: int) -> Any:
@@ -417,13 +440,10 @@ def _assemble(parts: list, out_shape: tuple, in_shape: tuple, dtype: Any, axis: 
     return _ops.reshape(_ops.stack(parts, axis=axis), shape)
 
 
-def _jacobian_result(blocks: list, out_tree: Any, in_tree: Any, tensor_out: bool, keep: bool,
-                     aux: Any) -> Any:
-    jac = tree.unflatten(out_tree, [tree.unflatten(in_tree, [_export(b, tensor_out, keep) for b in row])
-                                    for row in blocks])
-    if aux is None:
-        return jac
-    return jac, tree.tree_map(lambda a: _export(a, tensor_out, keep), aux)
+def _jacobian_result(blocks: list, out_tree: Any, in_tree: Any, tensor_out: bool, keep: bool) -> Any:
+    """An output tree of input trees of blocks."""
+    rows = [tree.unflatten(in_tree, [_export(b, tensor_out, keep) for b in row]) for row in blocks]
+    return tree.unflatten(out_tree, rows)
 
 
 class Jacobian:
@@ -449,9 +469,8 @@ class Jacobian:
         """The mode a call with these arguments uses: ``"forward"`` if n < m else ``"reverse"``."""
         if self.mode != "auto":
             return self.mode
-        nums = (self.argnums,) if isinstance(self.argnums, int) else tuple(self.argnums)
         n = sum(np.size(x.data if isinstance(x, Tensor) else x)
-                for i in nums for x in tree.flatten(args[i])[0])
+                for i in _positions(self.argnums, args, "jacobian") for x in tree.flatten(args[i])[0])
         key = _signature(args)
         m = self._sizes.get(key) if key is not None else None
         if m is None:
@@ -523,12 +542,9 @@ def hvp(f: Fn, primals: Sequence[Any], tangents: Sequence[Any]) -> tuple:
     >>> cr.hvp(lambda x: (x ** 3).sum(), (np.array([1.0, 2.0]),), (np.array([1.0, 1.0]),))
     (array([ 6., 12.]),)
     """
-    if not isinstance(primals, (tuple, list)):
+    if not isinstance(primals, (tuple, list)) or not isinstance(tangents, (tuple, list)):
         raise TypeError(f"hvp: primals and tangents must be tuples, e.g. cr.hvp(f, (x,), (v,)); got "
-                        f"{type(primals).__name__}")
+                        f"{type(primals).__name__} and {type(tangents).__name__}")
     gradient = grad(f, argnums=tuple(range(len(primals))))
     return jvp(gradient, tuple(primals), tuple(tangents))[1]
 
-
-from . import ops as _ops  # noqa: E402
-from .ops import alias as _alias  # noqa: E402

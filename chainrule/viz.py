@@ -41,6 +41,20 @@ def _shape(metas: tuple) -> str:
     return ", ".join(str(tuple(s)) for s, _ in metas)
 
 
+def nodes(t: Tensor) -> list:
+    """Every graph node reachable from ``t.grad_fn`` (ops and leaves), each once, outputs first."""
+    seen: set[int] = set()
+    stack, order = ([t.grad_fn] if t.grad_fn is not None else []), []
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        order.append(node)
+        stack.extend(e[0] for e in getattr(node, "edges", ()) if e is not None)
+    return order
+
+
 def to_dot(t: Tensor, params: dict | None = None, title: str | None = None) -> str:
     """Graphviz DOT text of the graph that produced ``t``.
 
@@ -62,25 +76,16 @@ def to_dot(t: Tensor, params: dict | None = None, title: str | None = None) -> s
     if title:
         lines.append(f'  labelloc=t; label="{title}";')
     lines.append(f'  out [label="output {tuple(t.shape)}", shape=box, style=filled, fillcolor="#e0e0e0"];')
-    stack, order = [t.grad_fn], []
-    while stack:
-        node = stack.pop()
-        if id(node) in ids:
-            continue
+    order = nodes(t)
+    for node in order:
         ids[id(node)] = f"n{len(ids)}"
-        order.append(node)
-        stack.extend(e[0] for e in getattr(node, "edges", ()) if e is not None)
     for node in order:
         nid = ids[id(node)]
+        label = _label(node, names).replace("\n", "\\n")
         if getattr(node, "is_accumulator", False):
-            var = node.variable()
-            label = names.get(id(var), "leaf") if var is not None else "leaf (freed)"
-            lines.append(f'  {nid} [label="{label}\\n{_shape(node.metas)}", shape=ellipse, '
-                         f'style=filled, fillcolor="#cfe2ff"];')
+            lines.append(f'  {nid} [label="{label}", shape=ellipse, style=filled, fillcolor="#cfe2ff"];')
             continue
-        saved = saved_bytes(node)
-        extra = f"\\nsaved {_fmt_bytes(saved)}" if saved else ""
-        lines.append(f'  {nid} [label="{node.name}\\n{_shape(node.metas)}{extra}", shape=box];')
+        lines.append(f'  {nid} [label="{label}", shape=box];')
         for e in node.edges:
             if e is not None:
                 lines.append(f"  {ids[id(e[0])]} -> {nid};")
@@ -89,11 +94,68 @@ def to_dot(t: Tensor, params: dict | None = None, title: str | None = None) -> s
     return "\n".join(lines) + "\n"
 
 
-def render(t: Tensor, path: str, params: dict | None = None, title: str | None = None) -> str:
-    """Write the graph of ``t`` to ``path`` (``.svg``/``.png``/``.pdf`` with Graphviz, else ``.dot``).
+def _label(node: Any, names: dict) -> str:
+    if getattr(node, "is_accumulator", False):
+        var = node.variable()
+        return f"{names.get(id(var), 'leaf') if var is not None else 'leaf'}\n{_shape(node.metas)}"
+    saved = saved_bytes(node)
+    return f"{node.name}\n{_shape(node.metas)}" + (f"\nsaved {_fmt_bytes(saved)}" if saved else "")
 
-    The ``.dot`` file is always written next to ``path``. Returns the path of the picture, or of the
-    ``.dot`` file when the Graphviz ``dot`` program is not installed (a message says how to get it).
+
+def _draw_matplotlib(t: Tensor, path: str, params: dict | None, title: str | None) -> bool:
+    """A layered drawing (depth from the output) for machines without Graphviz; False if no matplotlib."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    order = nodes(t)
+    depth = {id(n): 0 for n in order}
+    for _ in range(len(order)):               # longest path from the output: relax until stable
+        changed = False
+        for node in order:
+            for e in getattr(node, "edges", ()):
+                if e is not None and depth[id(e[0])] <= depth[id(node)]:
+                    depth[id(e[0])] = depth[id(node)] + 1
+                    changed = True
+        if not changed:
+            break
+    layers: dict[int, list] = {}
+    for node in order:
+        layers.setdefault(depth[id(node)], []).append(node)
+    pos = {id(n): (i - (len(ns) - 1) / 2, -d) for d, ns in layers.items() for i, n in enumerate(ns)}
+    names = {id(p): n for n, p in (params or {}).items()}
+    width = max(len(ns) for ns in layers.values())
+    fig, ax = plt.subplots(figsize=(max(4, 2.2 * width), max(3, 1.0 * len(layers))))
+    for node in order:
+        x1, y1 = pos[id(node)]
+        for e in getattr(node, "edges", ()):
+            if e is not None:
+                x0, y0 = pos[id(e[0])]
+                ax.annotate("", xy=(x1, y1 - 0.25), xytext=(x0, y0 + 0.25),
+                            arrowprops=dict(arrowstyle="->", color="0.4"))
+        leaf = getattr(node, "is_accumulator", False)
+        ax.text(x1, y1, _label(node, names), ha="center", va="center", fontsize=7,
+                bbox=dict(boxstyle="round" if leaf else "square", fc="#cfe2ff" if leaf else "white",
+                          ec="0.3"))
+    ax.set_xlim(-width / 2 - 0.5, width / 2 + 0.5)
+    ax.set_ylim(-len(layers) + 0.4, 0.6)
+    ax.axis("off")
+    if title:
+        ax.set_title(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return True
+
+
+def render(t: Tensor, path: str, params: dict | None = None, title: str | None = None) -> str:
+    """Write the graph of ``t`` to ``path`` (``.svg``/``.png``/``.pdf``); the ``.dot`` text always too.
+
+    Uses the Graphviz ``dot`` program when installed; otherwise draws a simpler layered picture with
+    matplotlib and says how to install Graphviz; with neither, only the ``.dot`` file is written.
+    Returns the path of the picture (or of the ``.dot`` file when no picture could be made).
     """
     base, ext = os.path.splitext(os.fspath(path))
     fmt = ext.lstrip(".").lower() or "svg"
@@ -103,12 +165,16 @@ def render(t: Tensor, path: str, params: dict | None = None, title: str | None =
         f.write(to_dot(t, params, title))
     if fmt == "dot":
         return dot_path
-    exe = shutil.which("dot")
-    if exe is None:
-        print(f"render: wrote {dot_path}; the Graphviz 'dot' program is not installed, so no {fmt.upper()} "
-              f"was made. Install Graphviz (apt install graphviz, brew install graphviz, or conda "
-              f"install graphviz) and run: dot -T{fmt} {dot_path} -o {base}.{fmt}")
-        return dot_path
     out = f"{base}.{fmt}"
-    subprocess.run([exe, f"-T{fmt}", dot_path, "-o", out], check=True, capture_output=True)
-    return out
+    exe = shutil.which("dot")
+    if exe is not None:
+        subprocess.run([exe, f"-T{fmt}", dot_path, "-o", out], check=True, capture_output=True)
+        return out
+    how = (f"install Graphviz (apt install graphviz, brew install graphviz or conda install graphviz) "
+           f"and run: dot -T{fmt} {dot_path} -o {out}")
+    if _draw_matplotlib(t, out, params, title):
+        print(f"render: Graphviz 'dot' not found; drew {out} with matplotlib. For the Graphviz layout, {how}")
+        return out
+    print(f"render: wrote {dot_path}; no {fmt.upper()} was made (neither Graphviz nor matplotlib is "
+          f"installed). To draw it, {how}")
+    return dot_path

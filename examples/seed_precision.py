@@ -1,91 +1,9 @@
 """Reproduce the seed's precision figures with chainrule's dtypes, then show them on real gradients.
 
-Run: python examples/seed_precision.py
+Run: python examples/seed_precision.py   (the functions live in chainrule/tour/precision.py, so
+``python -m chainrule tour --only precision`` prints the same lines)
 """
-from __future__ import annotations
-
-import numpy as np
-
-import chainrule as cr
-
-
-def seed_figures() -> None:
-    """The seed's recipe, verbatim numbers: 100,000 small gradients in float16, scaled, and bfloat16."""
-    rng = np.random.default_rng(0)
-    grads = np.abs(rng.normal(0, 1e-6, 100000)) * rng.choice([1e-2, 1, 1e2], 100000)
-    g16 = cr.tensor(grads).astype(cr.float16).numpy()
-    tiny = cr.precision.finfo(cr.float16).smallest_subnormal
-    print(f"float16 smallest subnormal {tiny:.1e}; gradients flushed to zero: {np.mean(g16 == 0):.1%}")
-    scale = 2.0 ** 14
-    scaled = cr.tensor(grads * scale).astype(cr.float16).numpy()
-    recovered = scaled.astype(np.float32) / scale
-    print(f"with loss scaling by 2^14: zeros {np.mean(scaled == 0):.1%}, median relative error "
-          f"{np.median(np.abs(recovered - grads) / grads):.1e}")
-    bf = (grads.astype(np.float32).view(np.uint32) & 0xFFFF0000).view(np.float32)  # truncation
-    print(f"bfloat16 (8 exponent bits): zeros {np.mean(bf == 0):.1%}, median relative error "
-          f"{np.median(np.abs(bf - grads) / grads):.1e}")
-    rne = cr.tensor(grads.astype(np.float32)).astype(cr.bfloat16).numpy().astype(np.float64)
-    print(f"cr.bfloat16 (round to nearest even): zeros {np.mean(rne == 0):.1%}, median relative error "
-          f"{np.median(np.abs(rne - grads) / grads):.1e}")
-    print("  the seed truncates the low 16 bits (always rounds toward zero: error up to 1 ulp, about "
-          "half an ulp on average); cr.bfloat16 rounds to nearest (error at most half an ulp), so its "
-          "median error is about half")
-
-
-def small_gradient_network() -> None:
-    """A tanh MLP whose loss is small, backpropagated under float16 autocast without and with GradScaler."""
-    rng = np.random.default_rng(1)
-    x = cr.tensor(rng.standard_normal((256, 32)).astype(np.float32))
-    y = cr.tensor(rng.standard_normal((256, 1)).astype(np.float32))
-    shapes = [(32, 64), (64, 64), (64, 1)]
-    params = [cr.tensor((rng.standard_normal(s) / np.sqrt(s[0])).astype(np.float32),
-                        requires_grad=True) for s in shapes]
-    opt = _Plain(params)
-
-    def loss_fn() -> cr.Tensor:
-        h = x
-        for w in params[:-1]:
-            h = cr.tanh(h @ w)
-        return 1e-4 * cr.mean((h @ params[-1] - y) ** 2)   # a small loss: a late-training regime
-
-    loss_fn().backward()
-    ref = [p.grad.numpy() for p in params]
-    print(f"network 32-64-64-1 (tanh), loss {loss_fn().item():.2e}: float32 gradient elements "
-          f"{sum(g.size for g in ref)}, exactly zero {_zero_frac(ref):.1%}")
-    for p in params:
-        p.grad = None
-    with cr.autocast(dtype=cr.float16):
-        loss = loss_fn()
-    loss.backward()
-    plain = [p.grad.numpy() for p in params]
-    print(f"float16 autocast, no scaling: gradients flushed to zero {_zero_frac(plain):.1%}, "
-          f"median relative error {_median_rel(plain, ref):.1e}")
-    for p in params:
-        p.grad = None
-    scaler = cr.amp.GradScaler()
-    with cr.autocast(dtype=cr.float16):
-        loss = loss_fn()
-    scaler.scale(loss).backward()
-    scaler.unscale_(opt)
-    scaled = [p.grad.numpy() for p in params]
-    print(f"float16 autocast + GradScaler (scale 2^16): gradients flushed to zero "
-          f"{_zero_frac(scaled):.1%}, median relative error {_median_rel(scaled, ref):.1e}")
-
-
-class _Plain:
-    """The optimizer protocol GradScaler needs: param_groups (no update is made here)."""
-
-    def __init__(self, params: list) -> None:
-        self.param_groups = [{"params": params}]
-
-
-def _zero_frac(grads: list) -> float:
-    return float(np.mean(np.concatenate([g.ravel() == 0 for g in grads])))
-
-
-def _median_rel(grads: list, ref: list) -> float:
-    g, r = (np.concatenate([a.ravel().astype(np.float64) for a in v]) for v in (grads, ref))
-    return float(np.median(np.abs(g - r) / np.abs(r)))
+from chainrule.tour.precision import seed_figures, small_gradient_network
 
 
 def main() -> None:

@@ -50,7 +50,7 @@ class _FPWatch:
 
     def __init__(self) -> None:
         self.flag: str | None = None       # set by NumPy's callback while an op runs
-        self.last: str | None = None       # the error of the op that ran last (for remember_creation)
+        self.last: str | None = None       # error of the op that ran last (for remember_creation)
         self.in_rule: list = []            # (op, error) created while backward rules ran
 
     def on_fp_error(self, kind: str, code: int) -> None:
@@ -158,8 +158,8 @@ def _origin(node: Any, in_rule: list) -> str:
 def _hint() -> str:
     if SAFE_ZERO.on:
         return ""
-    return ("\nIf it comes from an untaken branch (where(x > 0, sqrt(x), 0.)), use the safe pattern "
-            "sqrt(where(x > 0, x, 1.)) or cr.set_safe_zero_cotangents(True).")
+    return ("\nIf it comes from an untaken branch (where(x > 0, sqrt(x), 0.)), use the safe "
+            "pattern sqrt(where(x > 0, x, 1.)) or cr.set_safe_zero_cotangents(True).")
 
 
 def _kind_word(kind: str) -> str:
@@ -167,7 +167,7 @@ def _kind_word(kind: str) -> str:
 
 
 def check_backward(node: Any, grads: list) -> None:
-    """Raise AnomalyError if ``node``'s rule returned NaN/inf (called by the engine in anomaly mode)."""
+    """Raise AnomalyError if ``node``'s rule returned NaN/inf (called in anomaly mode)."""
     watch = _WATCHES[-1] if _WATCHES else None
     in_rule = watch.in_rule if watch is not None else []
     try:

@@ -129,6 +129,7 @@ def run(roots: list, retain_graph: bool, create_graph: bool, targets: dict | Non
     ready = [node for node in {e[0]: None for e, _ in roots} if deps[node] == 0]
     captured: dict = {}
     stored: set = set()
+    anomaly = st.anomaly
     prev_grad, prev_in_bw = st.grad_enabled, st.in_backward
     st.grad_enabled, st.in_backward = create_graph, True
     try:
@@ -152,7 +153,7 @@ def run(roots: list, retain_graph: bool, create_graph: bool, targets: dict | Non
                 run_rule = False
             if run_rule:
                 grads = node.vjp(g, tensor_mode)
-                if st.anomaly:
+                if anomaly:
                     _anomaly.check_backward(node, grads)
                 for edge, gi in zip(node.edges, grads):
                     if edge is None:

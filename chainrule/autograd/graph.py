@@ -55,28 +55,28 @@ class Node:
     # ----- saved values -----
     def save(self, xs: tuple, out: Any, idx: Any) -> None:
         """Keep inputs ``idx`` and, if the primitive declares it, the output, for the rules."""
-        prim = self.prim
         saved = None
         if idx:
-            saved = [None] * len(xs)
+            n = len(xs)
+            saved = [None] * n
             versions = []
             for i in idx:
-                if i < len(xs):
-                    x = xs[i]
-                    saved[i] = x
-                    if hasattr(x, "_version"):
+                if i < n:
+                    x = saved[i] = xs[i]
+                    if isinstance(x, _Tensor):
                         versions.append((i, x._version))
             self.versions = versions
-        if prim.save_out:
+        if self.prim.save_out:
             self.out_data = out.data
             self.out_tangents = out._tangents
-        if STATE.hooks:
+        st = STATE
+        if st.hooks:
             saved, self.out_data = _pack(saved, self.out_data, out, self)
             self.extra = self.extra or {}
             self.extra["packed"] = True
         self.saved = saved if saved is not None else ()
-        if STATE.observers:
-            for ob in STATE.observers:
+        if st.observers:
+            for ob in st.observers:
                 ob.on_save(self)
 
     def unpack(self, tensor_mode: bool) -> tuple[tuple, Any]:
@@ -225,7 +225,7 @@ def _pack(saved: list | None, out_data: Any, out: Any, node: Node) -> tuple:
     if saved is not None:
         for i, x in enumerate(saved):
             if isinstance(x, _Tensor):
-                saved[i] = Packed(pack(x.detach()), unpack, x)
+                saved[i] = Packed(pack(x), unpack, x)     # as PyTorch: the saved tensor itself
     if out_data is not None:
         src = _wrap(out_data)
         packed = Packed(pack(src), unpack, src)

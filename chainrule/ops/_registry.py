@@ -17,6 +17,7 @@ result is undone by the engine (cotangents) and by ``apply`` (tangents), never b
 """
 from __future__ import annotations
 
+import itertools
 from typing import Any, Callable, Sequence
 
 from .._backend import np
@@ -33,7 +34,7 @@ class Primitive:
     """One entry of the op table."""
 
     __slots__ = ("name", "forward", "vjps", "jvps", "save_idx", "save_out", "flops", "variadic",
-                 "differentiable_out", "kind", "hint", "decide", "needs")
+                 "differentiable_out", "kind", "hint", "decide", "needs", "keep")
 
     def __init__(self, name: str, forward: Callable, vjps: Sequence[VjpRule | None] | None,
                  jvps: Sequence[JvpRule | None] | None, saves: str, flops: FlopRule | None,
@@ -57,6 +58,11 @@ class Primitive:
         # needs[i]: the saved inputs that input i's rule reads; only those of inputs that need a
         # gradient are kept (x * const keeps the constant, not x), as PyTorch does
         self.needs = needs
+        # keep[mask]: the input indices to save when mask[i] says whether input i needs a gradient
+        # (precomputed for every mask, so recording does no set arithmetic)
+        self.keep = None if needs is None else {
+            mask: tuple(sorted({j for i, on in enumerate(mask) if on for j in needs.get(i, ())}))
+            for mask in itertools.product((False, True), repeat=max(needs) + 1)}
 
     def __repr__(self) -> str:
         return f"Primitive({self.name!r})"
@@ -172,14 +178,10 @@ def _record(prim: Primitive, xs: tuple, params: dict, out: Tensor) -> None:
     if STATE.fw_levels:
         out._tangents = {}
     if prim.save_idx or prim.save_out:
-        if prim.needs is None:
+        if prim.keep is None:
             node.save(xs, out, prim.save_idx)
         else:
-            keep: set = set()
-            for i, edge in enumerate(edges):
-                if edge is not None:
-                    keep.update(prim.needs[i])
-            node.save(xs, out, sorted(keep))
+            node.save(xs, out, prim.keep[tuple([e is not None for e in edges])])
     else:
         node.saved = ()
     if STATE.anomaly:

@@ -295,8 +295,9 @@ def det(x: Any) -> Any:
 
 def slogdet(x: Any) -> tuple:
     """(sign, log|det|); the sign has no gradient, log|det| has gradient inv(x)^T."""
+    logabsdet = apply(LOGABSDET, (x,))        # first: its errors name the op and the dtype
     sign = np.linalg.slogdet(raw(x))[0]
-    return (_wrap(sign) if isinstance(x, Tensor) else sign), apply(LOGABSDET, (x,))
+    return (_wrap(sign) if isinstance(x, Tensor) else sign), logabsdet
 
 
 def cholesky(x: Any) -> Any:

@@ -61,3 +61,7 @@ def main(argv: list[str] | None = None) -> int:
 # Section modules, in tour order. Each registers its sections on import.
 from . import core  # noqa: E402,F401
 from . import modes  # noqa: E402,F401
+from . import training  # noqa: E402,F401
+from . import precision  # noqa: E402,F401
+from . import programs  # noqa: E402,F401
+from . import memory  # noqa: E402,F401

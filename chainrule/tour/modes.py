@@ -4,6 +4,7 @@ The measuring helpers are also used by ``examples/choice_rule.py``.
 """
 from __future__ import annotations
 
+import gc
 import time
 from typing import Any, Callable
 
@@ -14,15 +15,29 @@ import chainrule as cr
 from . import Context, section
 
 
-def median_time(fn: Callable[[], Any], repeats: int) -> float:
-    """Median wall time of ``fn()`` in seconds, after one warm-up call."""
-    fn()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
+def median_times(fns: dict[str, Callable[[], Any]], repeats: int) -> dict[str, float]:
+    """Median wall time in seconds of each ``fn()``, after a warm-up call.
+
+    The functions run interleaved (one round of all per repeat, in a rotating order), so a busy
+    machine slows them alike and their ratios stay meaningful; as in ``timeit``, garbage
+    collection is off while one runs.
+    """
+    times: dict[str, list] = {name: [] for name in fns}
+    for fn in fns.values():
         fn()
-        times.append(time.perf_counter() - start)
-    return float(np.median(times))
+    names = list(fns)
+    for r in range(repeats):
+        for name in names[r % len(names):] + names[:r % len(names)]:     # rotate the order
+            fn = fns[name]
+            gc.collect()                # as timeit: no collection of the previous call's garbage
+            gc.disable()
+            try:
+                start = time.perf_counter()
+                fn()
+                times[name].append(time.perf_counter() - start)
+            finally:
+                gc.enable()
+    return {name: float(np.median(t)) for name, t in times.items()}
 
 
 def time_jacobians(n: int, m: int, repeats: int, seed: int = 0) -> dict:
@@ -35,9 +50,9 @@ def time_jacobians(n: int, m: int, repeats: int, seed: int = 0) -> dict:
         return cr.tanh(A @ x)
 
     auto = cr.jacobian(f)
-    result = {"forward": median_time(lambda: cr.jacfwd(f)(x), repeats),
-              "reverse": median_time(lambda: cr.jacrev(f)(x), repeats),
-              "auto": median_time(lambda: auto(x), repeats)}
+    result: dict = median_times({"forward": lambda: cr.jacfwd(f)(x),
+                                 "reverse": lambda: cr.jacrev(f)(x),
+                                 "auto": lambda: auto(x)}, repeats)
     result["picked"] = auto.last_mode
     result["faster"] = min(("forward", "reverse"), key=result.__getitem__)
     return result
@@ -53,9 +68,8 @@ def time_hvp(n: int, repeats: int, seed: int = 0) -> dict:
         return cr.tanh(A @ cr.tanh(A @ x)).sum()
 
     grad_f = cr.grad(f)
-    result = {"f": median_time(lambda: f(x), repeats),
-              "grad": median_time(lambda: grad_f(x), repeats),
-              "hvp": median_time(lambda: cr.hvp(f, (x,), (v,)), repeats)}
+    result: dict = median_times({"f": lambda: f(x), "grad": lambda: grad_f(x),
+                                 "hvp": lambda: cr.hvp(f, (x,), (v,))}, repeats)
     small = min(n, 40)                  # the dense Hessian check on a slice that stays cheap
     xs, vs, As = x[:small], v[:small], A[:small, :small]
 

@@ -1,0 +1,121 @@
+"""The models the cases share, each written once per library: parameters, forward, loss, backward.
+
+``mlp``: 784-512-512-10 ReLU MLP, softmax cross-entropy (float32). ``deep``: L tanh layers of width
+W with a mean-square loss (float32). Hand-written NumPy versions store exactly what backward needs.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+import chainrule as cr
+
+F32 = np.float32
+
+
+# ----- the 784-512-512-10 MLP -----
+def mlp_data(batch: int = 64, sizes: tuple = (784, 512, 512, 10)) -> tuple[list, np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(0)
+    params = []
+    for n_in, n_out in zip(sizes[:-1], sizes[1:]):
+        params += [(rng.standard_normal((n_in, n_out)) / np.sqrt(n_in)).astype(F32),
+                   np.zeros(n_out, F32)]
+    x = rng.standard_normal((batch, sizes[0])).astype(F32)
+    y = rng.integers(0, sizes[-1], batch)
+    return params, x, y
+
+
+def mlp_chainrule(ps: list, x, y):
+    h = x
+    for i in range(0, len(ps) - 2, 2):
+        h = cr.relu(h @ ps[i] + ps[i + 1])
+    return cr.nn.functional.cross_entropy(h @ ps[-2] + ps[-1], y)
+
+
+def mlp_numpy_grads(ps: list, x: np.ndarray, y: np.ndarray) -> list:
+    hs, h = [x], x
+    for i in range(0, len(ps) - 2, 2):
+        h = np.maximum(h @ ps[i] + ps[i + 1], 0)
+        hs.append(h)
+    logits = h @ ps[-2] + ps[-1]
+    e = np.exp(logits - logits.max(axis=1, keepdims=True))
+    g = e / e.sum(axis=1, keepdims=True)          # d loss / d logits = (softmax - onehot) / N
+    g[np.arange(len(y)), y] -= 1
+    g /= len(y)
+    grads = [None] * len(ps)
+    for i in range(len(ps) - 2, -1, -2):
+        h = hs.pop()
+        grads[i], grads[i + 1] = h.T @ g, g.sum(axis=0)
+        if i:
+            g = (g @ ps[i].T) * (h > 0)
+    return grads
+
+
+def mlp_torch(torch, ps: list, x, y):
+    h = x
+    for i in range(0, len(ps) - 2, 2):
+        h = torch.relu(h @ ps[i] + ps[i + 1])
+    return torch.nn.functional.cross_entropy(h @ ps[-2] + ps[-1], y)
+
+
+def mlp_autograd(anp, ps: list, x, y):
+    h = x
+    for i in range(0, len(ps) - 2, 2):
+        h = anp.maximum(h @ ps[i] + ps[i + 1], 0)
+    logits = h @ ps[-2] + ps[-1]
+    m = anp.max(logits, axis=1, keepdims=True)
+    logp = logits - m - anp.log(anp.sum(anp.exp(logits - m), axis=1, keepdims=True))
+    return -anp.mean(logp[np.arange(len(y)), y])
+
+
+# ----- the deep tanh MLP (layers x width) -----
+def deep_data(layers: int, width: int, batch: int) -> tuple[list, np.ndarray]:
+    rng = np.random.default_rng(1)
+    params = []
+    for _ in range(layers):
+        params += [(rng.standard_normal((width, width)) / np.sqrt(width)).astype(F32),
+                   (0.1 * rng.standard_normal(width)).astype(F32)]
+    return params, rng.standard_normal((batch, width)).astype(F32)
+
+
+def deep_layers(ps: list, lib_tanh) -> list:
+    """One callable per layer: h -> tanh(h @ W + b) (what checkpoint_sequential takes)."""
+    return [lambda h, w=ps[i], b=ps[i + 1]: lib_tanh(h @ w + b) for i in range(0, len(ps), 2)]
+
+
+def deep_forward(ps: list, x, lib_tanh):
+    h = x
+    for i in range(0, len(ps), 2):
+        h = lib_tanh(h @ ps[i] + ps[i + 1])
+    return h
+
+
+def deep_numpy_forward(ps: list, x: np.ndarray) -> list:
+    hs, h = [x], x
+    for i in range(0, len(ps), 2):
+        h = np.tanh(h @ ps[i] + ps[i + 1])
+        hs.append(h)
+    return hs
+
+
+def deep_numpy_grads(ps: list, x: np.ndarray) -> list:
+    """Gradients of mean(h_L ** 2) w.r.t. every W and b."""
+    hs = deep_numpy_forward(ps, x)
+    out = hs.pop()
+    g = (2.0 / out.size) * out
+    grads = [None] * len(ps)
+    for i in range(len(ps) - 2, -1, -2):
+        g = g * (1 - out * out)               # through tanh
+        out = hs.pop()
+        grads[i], grads[i + 1] = out.T @ g, g.sum(axis=0)
+        if i:
+            g = g @ ps[i].T
+    return grads
+
+
+def deep_numpy_jvp(ps: list, x: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The deep MLP's output and its JVP along ``v`` (a tangent of the input)."""
+    h, t = x, v
+    for i in range(0, len(ps), 2):
+        h = np.tanh(h @ ps[i] + ps[i + 1])
+        t = (1 - h * h) * (t @ ps[i])
+    return h, t

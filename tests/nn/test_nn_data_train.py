@@ -1,0 +1,142 @@
+"""The digits, user files, the batch iterator, the train command, the tour sections, graph pictures."""
+import os
+import re
+
+import numpy as np
+import pytest
+
+import chainrule as cr
+from chainrule import data, train, viz
+from chainrule.__main__ import main as cli
+from chainrule.tour import run as run_tour
+
+
+def test_embedded_digits():
+    images, labels = data.load_digits()
+    assert images.shape == (1797, 8, 8) and images.dtype == np.uint8
+    assert images.max() == 16 and images.min() == 0
+    assert np.bincount(labels).tolist()[:3] == [178, 182, 177] and labels.dtype == np.int64
+    readme = open(os.path.join(os.path.dirname(data.DIGITS_PATH), "README.txt")).read()
+    assert "CC BY 4.0" in readme and "Alpaydin" in readme
+
+
+def test_dataloader_shuffles_reproducibly_and_drops_last():
+    x, y = np.arange(10.0)[:, None], np.arange(10)
+    first = [yb.data.tolist() for _, yb in data.DataLoader(x, y, 4, shuffle=True,
+                                                            generator=np.random.default_rng(5))]
+    again = [yb.data.tolist() for _, yb in data.DataLoader(x, y, 4, shuffle=True,
+                                                            generator=np.random.default_rng(5))]
+    assert first == again and [len(b) for b in first] == [4, 4, 2]
+    assert sorted(sum(first, [])) == list(range(10)) and first != [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9]]
+    loader = data.DataLoader(x, y, 4, drop_last=True)
+    assert len(loader) == 2 and [yb.data.tolist() for _, yb in loader] == [[0, 1, 2, 3], [4, 5, 6, 7]]
+    with pytest.raises(data.DataError, match="x has 10 examples but y has 3"):
+        data.DataLoader(x, y[:3])
+
+
+def test_load_arrays_npz_and_csv(tmp_path):
+    np.savez(tmp_path / "d.npz", x=np.ones((4, 3)), y=np.array([0, 1, 1, 0]))
+    x, y = data.load_arrays(str(tmp_path / "d.npz"))
+    assert x.shape == (4, 3) and y.tolist() == [0, 1, 1, 0]
+    (tmp_path / "d.csv").write_text("a,b,label\n1,2,0\n3,4,1\n5,6,2\n")
+    x, y = data.load_arrays(str(tmp_path / "d.csv"))
+    np.testing.assert_array_equal(x, [[1, 2], [3, 4], [5, 6]])
+    assert y.tolist() == [0, 1, 2]
+
+
+@pytest.mark.parametrize("name,content,message", [
+    ("ragged.csv", "1,2,0\n3,1\n", "same number"),
+    ("text.csv", "1,2,0\n3,x,1\n", "line 2 has a non-numeric value"),
+    ("frac.csv", "1,2,0.5\n3,4,1\n", "whole class numbers"),
+    ("neg.csv", "1,2,-1\n3,4,1\n", "must be >= 0"),
+    ("data.txt", "1,2,0\n", "must end in .npz or .csv"),
+])
+def test_load_arrays_clear_errors(tmp_path, name, content, message):
+    (tmp_path / name).write_text(content)
+    with pytest.raises(data.DataError, match=message):
+        data.load_arrays(str(tmp_path / name))
+
+
+def test_load_arrays_npz_wrong_keys(tmp_path):
+    np.savez(tmp_path / "d.npz", features=np.ones((2, 2)), target=np.zeros(2))
+    with pytest.raises(data.DataError, match=r"expected 'x' and 'y'"):
+        data.load_arrays(str(tmp_path / "d.npz"))
+
+
+def _accuracy(text):
+    return float(re.search(r"test accuracy ([\d.]+)%", text).group(1))
+
+
+def test_train_command_reduced_budget_reaches_95_percent(capsys, tmp_path):
+    assert cli(["train", "--epochs", "8", "--quiet", "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert _accuracy(out) >= 95.0                     # 97.8% measured (seed 0)
+    assert "wall time" in out and "epoch   8/8" in out
+    assert os.path.getsize(tmp_path / "loss.png") > 1000 and os.path.exists(tmp_path / "accuracy.png")
+
+
+def test_train_command_cnn_and_csv(capsys, tmp_path):
+    images, labels = data.load_digits()
+    rows = np.column_stack([images.reshape(len(images), -1)[:400], labels[:400]])
+    np.savetxt(tmp_path / "digits.csv", rows, fmt="%d", delimiter=",")
+    train.main(["--model", "cnn", "--epochs", "2", "--batch-size", "16", "--quiet",
+                "--data", str(tmp_path / "digits.csv")])
+    out = capsys.readouterr().out
+    assert "training a CNN" in out and "on 320 examples, testing on 80" in out
+    assert _accuracy(out) >= 60.0                     # two epochs on 320 digits; 80%+ measured
+    with pytest.raises(ValueError, match="square images"):
+        train.build_model("cnn", 10, 3)
+
+
+def test_fit_takes_a_custom_step_function():
+    x_tr, y_tr, x_te, y_te, n_features, n_classes = train.prepare(None, "mlp", seed=1)
+    model = train.build_model("mlp", n_features, n_classes, generator=np.random.default_rng(0))
+    opt = cr.optim.SGD(model.parameters(), lr=0.1)
+    calls = []
+
+    def step(model, optimizer, xb, yb):
+        calls.append(len(yb))
+        return train.train_step(model, optimizer, xb, yb)
+
+    loader = data.DataLoader(x_tr[:256], y_tr[:256], 64)
+    hist = train.fit(model, opt, loader, x_te, y_te, 2, step=step, progress=False, log=lambda s: None)
+    assert calls == [64] * 8 and len(hist["val_acc"]) == 2
+    assert hist["train_loss"][1] < hist["train_loss"][0]
+    loss, acc = train.evaluate(model, x_te, y_te)
+    assert acc == hist["val_acc"][-1] and model.training
+
+
+def test_tour_training_sections_fast(capsys, tmp_path):
+    run_tour(fast=True, out=str(tmp_path), only=["training", "graph_picture"])
+    out = capsys.readouterr().out
+    acc = float(re.search(r"test accuracy after 3 epochs: ([\d.]+)%", out).group(1))
+    assert acc >= 85.0                                # 95.3% measured
+    assert "under no_grad: grad_fn=None" in out
+    m = re.search(r"(\d+) op nodes, (\d+) leaves \(the parameters\), (\d+) bytes saved", out)
+    assert m and int(m.group(2)) == 4 and int(m.group(1)) >= 10 and int(m.group(3)) > 0
+    assert os.path.exists(tmp_path / "graph.dot") and os.path.exists(tmp_path / "loss.png")
+
+
+def test_to_dot_marks_leaves_shapes_and_saved_bytes():
+    w = cr.nn.Parameter(np.ones((3, 2)))
+    x = cr.tensor(np.ones((4, 3)), dtype=cr.float64, requires_grad=True)
+    y = cr.tanh(x @ w).sum()
+    dot = viz.to_dot(y, params={"w": w})
+    assert dot.startswith("digraph chainrule {") and dot.rstrip().endswith("}")
+    assert '[label="w\\n(3, 2)", shape=ellipse' in dot
+    assert '[label="leaf\\n(4, 3)", shape=ellipse' in dot
+    assert "TanhBackward\\n(4, 2)\\nsaved 64 B" in dot            # tanh saves its (4, 2) float64 output
+    assert "MatmulBackward\\n(4, 2)\\nsaved 144 B" in dot         # x (96 B) and w (48 B)
+    assert dot.count("->") == 5                                   # 4 edges + the output arrow
+    with pytest.raises(ValueError, match="no graph"):
+        viz.to_dot(cr.ones(2))
+
+
+def test_render_writes_dot_and_a_picture(tmp_path, capsys):
+    x = cr.tensor([1.0, 2.0], requires_grad=True)
+    path = viz.render((cr.exp(x) * x).sum(), str(tmp_path / "g.png"))
+    assert os.path.exists(tmp_path / "g.dot")
+    assert path == str(tmp_path / "g.png") and os.path.getsize(path) > 1000
+    msg = capsys.readouterr().out
+    assert "graphviz" in msg.lower() or path.endswith(".png")
+    assert viz.render((cr.exp(x) * x).sum(), str(tmp_path / "h.dot")) == str(tmp_path / "h.dot")
