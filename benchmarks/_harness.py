@@ -49,7 +49,7 @@ class Contender:
 class Target:
     label: str
     num: str                                   # row name or extra key
-    den: str
+    den: str | tuple                           # a tuple: the fastest of those rows
     limit: float
 
 
@@ -83,7 +83,6 @@ class Result:
     case: Case
     rows: list[Row]
     extras: dict
-    skipped: list[str]
 
     def value(self, key: str) -> float | None:
         for r in self.rows:
@@ -108,11 +107,12 @@ def hips_autograd() -> Any:
 
 
 _LIMITER: Any = None
+_TORCH_THREADS: int | None = None
 
 
 def set_threads(n: int) -> str:
     """Pin BLAS/OpenMP and torch to ``n`` threads; return a line describing what was set."""
-    global _LIMITER
+    global _LIMITER, _TORCH_THREADS
     parts = []
     tpc = peer("threadpoolctl")
     if tpc is not None:
@@ -127,6 +127,8 @@ def set_threads(n: int) -> str:
                      f"(threadpoolctl not installed)")
     if "torch" in sys.modules or peer("torch") is not None:
         torch = sys.modules["torch"]
+        if _TORCH_THREADS is None:
+            _TORCH_THREADS = torch.get_num_threads()
         torch.set_num_threads(n)
         parts.append(f"torch: {torch.get_num_threads()} thread(s)")
     return "; ".join(parts)
@@ -157,7 +159,7 @@ def _cpu_name() -> str:
 # ----- measuring -----
 def run_case(case: Case, repeats: int, min_sample_s: float, pause_s: float) -> Result:
     """Set up, check and time every contender of ``case``, interleaved."""
-    steps, values, skipped = {}, {}, []
+    steps, values = {}, {}
     for c in case.contenders:
         steps[c.name], values[c.name] = c.setup()
     rows_checked = {c.name: _check(case, c, values) for c in case.contenders}
@@ -194,7 +196,7 @@ def run_case(case: Case, repeats: int, min_sample_s: float, pause_s: float) -> R
         q = np.percentile(s, [25, 75]) if len(s) > 1 else (med, med)
         rows.append(Row(c.name, c.library, med, float(q[1] - q[0]) / 2 / med, len(s),
                         rows_checked[c.name]))
-    return Result(case, rows, extras, skipped)
+    return Result(case, rows, extras)
 
 
 def _check(case: Case, c: Contender, values: dict) -> str:
@@ -249,7 +251,8 @@ def target_lines(results: list[Result]) -> list[tuple[str, float | None, float, 
     out = []
     for res in results:
         for t in res.case.targets:
-            num, den = res.value(t.num), res.value(t.den)
+            dens = [res.value(d) for d in ((t.den,) if isinstance(t.den, str) else t.den)]
+            num, den = res.value(t.num), min([d for d in dens if d is not None], default=None)
             ratio = None if num is None or den is None or den == 0 else num / den
             out.append((t.label, ratio, t.limit, None if ratio is None else ratio <= t.limit))
     return out
@@ -281,7 +284,7 @@ def markdown(results: list[Result], info: dict, threads: str, record: dict) -> s
                          f"{ratio} | {r.checked} | {vs} |")
         for k, v in res.extras.items():
             lines.append(f"\n{k}: {v:,.0f}" if isinstance(v, (int, float)) else f"\n{k}: {v}")
-        for note in case.notes + [f"skipped: {s}" for s in res.skipped]:
+        for note in case.notes:
             lines.append(f"\n{note}")
     head = ["# chainrule benchmarks", "",
             "Machine: " + ", ".join(f"{k} {v}" for k, v in info.items()), "",
@@ -298,18 +301,32 @@ def run_all(case_lists: list[list[Case]], quick: bool = False, repeats: int | No
     min_sample = 0.002 if quick else 0.05
     pause = (0.0 if quick else PAUSE_S) if pause_s is None else pause_s
     results = []
-    for cases in case_lists:
-        for case in cases:
-            log(f"running {case.key} ...")
-            results.append(run_case(case, repeats, min_sample, pause))
+    try:
+        for cases in case_lists:
+            for case in cases:
+                log(f"running {case.key} ...")
+                results.append(run_case(case, repeats, min_sample, pause))
+    finally:
+        restore_threads()
     return results, machine(), thread_line
+
+
+def restore_threads() -> None:
+    """Undo ``set_threads`` (the caller, e.g. a test session, gets its thread counts back)."""
+    global _LIMITER, _TORCH_THREADS
+    if _LIMITER is not None:
+        _LIMITER.restore_original_limits()
+        _LIMITER = None
+    if _TORCH_THREADS is not None:
+        sys.modules["torch"].set_num_threads(_TORCH_THREADS)
+        _TORCH_THREADS = None
 
 
 def main(cases_fn: Callable[[bool], list[Case]], argv: list[str] | None = None) -> int:
     """Standalone entry point of one bench script: ``python benchmarks/bench_x.py [--quick]``."""
     argv = sys.argv[1:] if argv is None else argv
     quick = "--quick" in argv
-    results, info, threads = run_all([cases_fn(quick)], quick=quick)
+    results, info, threads = run_all([cases_fn(quick)], quick=quick, threads=1)
     print(markdown(results, info, threads, {}))
     return 0
 

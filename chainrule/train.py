@@ -170,15 +170,17 @@ def main(argv: list[str] | None = None) -> int:
     n_params = sum(p.size for p in model.parameters())
     print(f"training a {args.model.upper()} ({n_params:,} parameters) on {len(x_tr)} examples, "
           f"testing on {len(x_te)}; {epochs} epochs, batch {args.batch_size}, Adam + cosine schedule")
-    step = MixedPrecisionStep(args.precision)
+    mixed = MixedPrecisionStep(args.precision) if args.precision != "fp32" else None
     history = fit(model, optimizer, loader, x_te, y_te, epochs, scheduler=scheduler,
-                  progress=not args.quiet, step=step)
-    print(step.summary())
+                  progress=not args.quiet, step=mixed or train_step)
+    if mixed is not None:
+        print(mixed.summary())
     wall = time.perf_counter() - start
     print(f"test accuracy {history['val_acc'][-1]:.2%}  (wall time {wall:.1f} s)")
     if args.out:
         paths = save_plots(history, args.out)
-        if step.scaler is not None and plot_scale(step.history, os.path.join(args.out, "loss_scale.png")):
+        if mixed is not None and mixed.scaler is not None \
+                and plot_scale(mixed.history, os.path.join(args.out, "loss_scale.png")):
             paths.append(os.path.join(args.out, "loss_scale.png"))
         print("plots: " + ", ".join(paths) if paths else
               "plots skipped: matplotlib is not installed (pip install 'chainrule[plot]')")

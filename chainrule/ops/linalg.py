@@ -28,22 +28,28 @@ def _matmul_flops(out: Any, x: Any, y: Any) -> int:
     return 2 * int(np.size(out)) * int(k)
 
 
+# The matmul rules run on every backward of every model: they use methods and indexing, which are
+# chainrule ops on Tensors and C calls on ndarrays, and _mm, which skips matmul's argument checks.
+def _mm(x: Any, y: Any) -> Any:
+    return apply(MATMUL, (x, y))
+
+
 def _matmul_vjp_x(g: Any, out: Any, x: Any, y: Any) -> Any:
     if y.ndim == 1:                      # (..., k) @ (k,) -> (...): gx = g[..., None] * y
-        return expand_dims(g, -1) * y
-    if x.ndim == 1:                      # (k,) @ (..., k, n) -> (..., n)
-        return squeeze(matmul(expand_dims(g, -2), swapaxes(y, -1, -2)), -2)
-    return matmul(g, swapaxes(y, -1, -2))
+        return g[..., None] * y
+    if x.ndim == 1:                      # (k,) @ (..., k, n) -> (..., n): gx = y g, batch summed by _fit
+        return _mm(y, g[..., None])[..., 0]
+    return _mm(g, y.swapaxes(-1, -2))
 
 
 def _matmul_vjp_y(g: Any, out: Any, x: Any, y: Any) -> Any:
     if x.ndim == 1:                      # gy = x[:, None] * g[..., None, :]
         if y.ndim == 1:
             return g * x
-        return expand_dims(x, -1) * expand_dims(g, -2)
+        return x[:, None] * g[..., None, :]
     if y.ndim == 1:                      # (..., m, k) @ (k,) -> (..., m): gy = x^T g
-        return squeeze(matmul(swapaxes(x, -1, -2), expand_dims(g, -1)), -1)
-    return matmul(swapaxes(x, -1, -2), g)
+        return _mm(x.swapaxes(-1, -2), g[..., None])[..., 0]
+    return _mm(x.swapaxes(-1, -2), g)
 
 
 MATMUL = defprim("matmul", _matmul_forward, vjps=(_matmul_vjp_x, _matmul_vjp_y),

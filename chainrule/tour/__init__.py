@@ -58,10 +58,14 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-# Section modules, in tour order. Each registers its sections on import.
+# Section modules. Each registers its sections on import; ORDER follows the seeds' storyline.
 from . import core  # noqa: E402,F401
 from . import modes  # noqa: E402,F401
+from . import memory  # noqa: E402,F401
 from . import training  # noqa: E402,F401
 from . import precision  # noqa: E402,F401
 from . import programs  # noqa: E402,F401
-from . import memory  # noqa: E402,F401
+
+ORDER = ["graph", "reverse", "modes", "hvp", "activations", "checkpointing", "gradcheck", "training",
+         "graph_picture", "precision", "control-flow", "nan-trap", "implicit", "estimators"]
+SECTIONS.sort(key=lambda s: ORDER.index(s.key) if s.key in ORDER else len(ORDER))

@@ -1,0 +1,65 @@
+"""``python -m chainrule bench [--quick] [--out FILE.md]``: run the benchmark suite side by side.
+
+The suite lives in ``benchmarks/`` of the source checkout (one ``bench_<topic>.py`` per case and a
+shared ``_harness.py``); this command finds it next to the package, runs every case, prints a
+Markdown table and compares each row with the recorded results (``benchmarks/results.json``), so a
+change that slows a case by more than 10 % shows as ``REGRESSION``. Full runs update the record;
+``--quick`` is a smoke run (small sizes, two short samples, no pauses) that never does.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+from pathlib import Path
+
+SUITE = ("bench_elementwise", "bench_mlp_step", "bench_deep_mlp", "bench_tiny_net", "bench_hvp",
+         "bench_jacobian", "bench_checkpoint", "bench_jvp")
+
+
+def suite_dir() -> Path:
+    """The ``benchmarks/`` folder: ``$CHAINRULE_BENCHMARKS`` or the one next to the package.
+
+    >>> suite_dir().name
+    'benchmarks'
+    """
+    env = os.environ.get("CHAINRULE_BENCHMARKS")
+    return Path(env) if env else Path(__file__).resolve().parent.parent / "benchmarks"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the suite; return 0, or 2 when the suite is not found or an argument is wrong."""
+    ap = argparse.ArgumentParser(prog="python -m chainrule bench", description=__doc__.split("\n")[0])
+    ap.add_argument("--quick", action="store_true", help="smoke run: small sizes, short samples")
+    ap.add_argument("--out", help="write the Markdown table to this file as well")
+    ap.add_argument("--only", help="run only cases whose script name contains this text")
+    ap.add_argument("--threads", type=int, default=1,
+                    help="BLAS/OpenMP and torch threads (default 1: reproducible on a shared machine)")
+    ap.add_argument("--repeats", type=int, help="samples per contender (default 15, quick 2)")
+    ap.add_argument("--record", help="JSON record to compare with (default benchmarks/results.json)")
+    args = ap.parse_args(argv)
+    root = suite_dir()
+    if not (root / "_harness.py").exists():
+        print(f"bench: the benchmark suite was not found at {root}; run from a source checkout of "
+              f"chainrule (or set CHAINRULE_BENCHMARKS to its benchmarks/ folder)", file=sys.stderr)
+        return 2
+    sys.path.insert(0, str(root))
+    harness = importlib.import_module("_harness")
+    names = [n for n in SUITE if not args.only or args.only in n]
+    if not names:
+        print(f"bench: no case matches --only {args.only!r}; cases: {', '.join(SUITE)}", file=sys.stderr)
+        return 2
+    case_lists = [importlib.import_module(n).cases(args.quick) for n in names]
+    record_path = args.record or str(root / "results.json")
+    record = harness.load_record(record_path)
+    log = (lambda s: print(s, file=sys.stderr))
+    results, info, threads = harness.run_all(case_lists, quick=args.quick, repeats=args.repeats,
+                                             threads=args.threads, log=log)
+    text = harness.markdown(results, info, threads, record)
+    print(text)
+    if args.out:
+        Path(args.out).write_text(text)
+    if not args.quick:
+        harness.save_record(record_path, results, info)
+    return 0

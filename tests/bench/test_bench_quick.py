@@ -1,0 +1,68 @@
+"""The benchmark suite's smoke run (`python -m chainrule bench --quick`) and its harness."""
+import importlib
+import json
+import sys
+
+import numpy as np
+import pytest
+
+from chainrule import bench
+
+
+@pytest.fixture(scope="module")
+def quick_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("bench")
+    md, record = out / "bench.md", out / "results.json"
+    assert bench.main(["--quick", "--out", str(md), "--record", str(record)]) == 0
+    return md.read_text(), record
+
+
+def test_quick_run_covers_every_case_and_checks_every_peer(quick_run):
+    text, record = quick_run
+    for title in ("elementwise chain", "MLP 784-512-512-10", "layers x 256", "tiny 3-4-1",
+                  "HVP vs grad", "wide: n = 100", "tall: n = 4", "checkpointing sqrt(L)",
+                  "forward-mode JVP"):
+        assert title in text
+    rows = [line for line in text.splitlines() if line.startswith("| ") and "median" not in line]
+    checks = {line.split("|")[5].strip() for line in rows if line.count("|") == 7}
+    assert checks <= {"ok", "reference", "-"} and "ok" in checks
+    assert "| MLP step vs hand-written NumPy |" in text
+    assert not record.exists()            # a quick run never overwrites the record
+
+
+def test_a_slower_case_is_flagged_as_a_regression(quick_run):
+    harness = importlib.import_module("_harness")        # importable after the run
+    case = harness.Case("demo", "demo case", [], unit="ms")
+    res = harness.Result(case, [harness.Row("chainrule", "chainrule", 0.0023, 0.01, 5, "reference"),
+                                harness.Row("NumPy (hand-written)", "numpy", 0.0020, 0.01, 5, "ok")], {})
+    record = {"demo": {"chainrule": 0.0020, "NumPy (hand-written)": 0.0020}}
+    text = harness.markdown([res], {"cores": 2}, "1 thread", record)
+    line = next(li for li in text.splitlines() if li.startswith("| chainrule |"))
+    assert "+15%" in line and "REGRESSION" in line and "| 2.3 |" in line and "| 1.15 |" in line
+    numpy_line = next(li for li in text.splitlines() if li.startswith("| NumPy"))
+    assert "+0%" in numpy_line and "REGRESSION" not in numpy_line
+
+
+def test_record_round_trip_and_target_ratios(tmp_path, quick_run):
+    harness = importlib.import_module("_harness")
+    case = harness.Case("demo", "demo", [], targets=[harness.Target("t", "a", ("b", "c"), 1.5)])
+    res = harness.Result(case, [harness.Row(n, "x", t, 0.0, 3, "ok")
+                                for n, t in (("a", 3.0), ("b", 4.0), ("c", 2.0))], {})
+    assert harness.target_lines([res]) == [("t", 1.5, 1.5, True)]
+    path = tmp_path / "r.json"
+    harness.save_record(str(path), [res], {"cores": 2})
+    assert json.loads(path.read_text())["demo"] == {"a": 3.0, "b": 4.0, "c": 2.0}
+
+
+def test_a_wrong_peer_result_is_caught():
+    harness = importlib.import_module("_harness")
+    good = harness.Contender("chainrule", "chainrule", lambda: (lambda: None, [np.ones(3)]))
+    bad = harness.Contender("peer", "peer", lambda: (lambda: None, [np.array([1.0, 1.0, 1.5])]))
+    with pytest.raises(AssertionError, match="peer's result 0 differs from chainrule's"):
+        harness.run_case(harness.Case("demo", "demo", [good, bad]), 1, 0.0, 0.0)
+
+
+def test_missing_suite_is_a_clear_error(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("CHAINRULE_BENCHMARKS", str(tmp_path))
+    assert bench.main(["--quick"]) == 2
+    assert "benchmark suite was not found" in capsys.readouterr().err
