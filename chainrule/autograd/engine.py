@@ -82,7 +82,7 @@ def _roots(outputs: list, grad_outputs: Any, create_graph: bool, who: str) -> li
                 raise GraphError(f"{who}: grad can be implicitly created only for scalar outputs, but "
                                  f"output {i} has shape {out.shape}; pass gradient= (a tensor of that "
                                  f"shape), or reduce the output first (e.g. .sum())")
-            g = np.ones_like(out.data)
+            g = np.ones(out.data.shape, out.data.dtype)
         else:
             gd = g.data if isinstance(g, _Tensor) else np.asarray(g, dtype=out.dtype)
             if gd.shape != out.shape:

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from .._backend import ndarray, np
+from .._dtypes import LOW_PRECISION
 from ..errors import ShapeError
 
 
@@ -32,6 +34,8 @@ def reduced_shape(shape: tuple[int, ...], axis: tuple[int, ...] | None) -> tuple
 def expand_reduced(g: Any, shape: tuple[int, ...], axis: tuple[int, ...] | None,
                    keepdims: bool) -> Any:
     """Broadcast the gradient of a reduction back to the input's ``shape``."""
+    if type(g) is ndarray:              # a plain backward: two C calls, no op dispatch
+        return np.broadcast_to(g if keepdims else g.reshape(reduced_shape(shape, axis)), shape)
     if not keepdims:
         g = _ops.reshape(g, reduced_shape(shape, axis))
     return _ops.broadcast_to(g, shape)
@@ -52,6 +56,8 @@ def sum_to(g: Any, shape: tuple[int, ...]) -> Any:
             axes.append(lead + i)
         elif n != m:
             raise ValueError(f"cannot sum shape {gshape} to {shape}")
+    if type(g) is ndarray and g.dtype not in LOW_PRECISION:    # a plain backward: C calls only
+        return (g.sum(axis=tuple(axes), keepdims=True) if axes else g).reshape(shape)
     g = _ops.sum(g, axis=tuple(axes), keepdims=True) if axes else g
     return _ops.reshape(g, shape)
 
