@@ -24,7 +24,7 @@ import weakref
 from typing import Any
 
 from ._backend import np
-from .grad_mode import STATE
+from .grad_mode import STATE, refresh_rare
 from .tensor import Tensor
 
 
@@ -58,11 +58,13 @@ class profile:
         self._mark = time.perf_counter()
         self._phase = STATE.in_backward
         STATE.observers.append(self)
+        refresh_rare()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self._tick(self._phase)
         STATE.observers.remove(self)
+        refresh_rare()
 
     def _tick(self, phase: bool) -> None:
         # Wall time is split at op granularity: the time since the previous op is charged to the

@@ -14,7 +14,7 @@ from typing import Any, Callable
 from ._backend import np
 from ._dtypes import LOW_PRECISION, bfloat16, float16, float32, float64, is_floating
 from .errors import ChainruleError
-from .grad_mode import STATE
+from .grad_mode import STATE, refresh_rare
 from .ops import PRIMITIVES, astype, raw
 from .precision import StaleMeter, grad_stats
 from .tensor import Tensor, wrap
@@ -60,10 +60,12 @@ class autocast:
     def __enter__(self) -> autocast:
         self._prev = STATE.autocast
         STATE.autocast = self if self.enabled else None
+        refresh_rare()
         return self
 
     def __exit__(self, *exc: object) -> None:
         STATE.autocast = self._prev
+        refresh_rare()
 
     def __call__(self, fn: Callable) -> Callable:
         @functools.wraps(fn)
@@ -255,6 +257,7 @@ class GradScaler:
         if self._watch is not None:
             watch, self._watch = self._watch, None
             STATE.observers.remove(watch)
+            refresh_rare()
             if found_inf:
                 raise NonFiniteGradientError(
                     f"GradScaler: {self._backoffs} consecutive steps had inf/NaN gradients and backing "
@@ -265,6 +268,7 @@ class GradScaler:
         if self.max_backoffs is not None and self._backoffs >= self.max_backoffs:
             self._watch = _FirstNonFinite()       # watch the next iteration, forward and backward
             STATE.observers.append(self._watch)
+            refresh_rare()
 
     def state_dict(self) -> dict:
         """The scaler's state (empty when disabled), as in PyTorch."""

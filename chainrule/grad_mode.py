@@ -18,9 +18,18 @@ class _State(threading.local):
         self.anomaly = False
         self.in_backward = False
         self.autocast: Any = None         # active cr.autocast policy (precision.py), or None
+        self.rare = False                 # any of the above but grad_enabled is on: see refresh_rare
 
 
 STATE = _State()
+
+
+def refresh_rare() -> None:
+    """Recompute ``STATE.rare``; call it after changing fw_levels, hooks, observers, anomaly or
+    autocast. The hot path (``ops.apply``) reads this one flag and skips every rare feature when
+    it is False: thread-local lookups cost ~80 ns each, so one instead of eight per op matters."""
+    st = STATE
+    st.rare = bool(st.fw_levels or st.hooks or st.observers or st.anomaly or st.autocast is not None)
 
 
 def is_grad_enabled() -> bool:

@@ -10,7 +10,7 @@ from typing import Any, Callable, Sequence
 
 from ._backend import np
 from .errors import ChainruleError, GradcheckError
-from .grad_mode import STATE, enable_grad, no_grad
+from .grad_mode import STATE, enable_grad, no_grad, refresh_rare
 
 # dtype-keyed tolerances, starting from JAX's default_gradient_tolerance
 GRAD_TOL = {np.dtype(np.float64): 1e-5, np.dtype(np.float32): 2e-3, np.dtype(np.float16): 1e-2,
@@ -46,10 +46,12 @@ class _Tracer:
 
     def __enter__(self) -> _Tracer:
         STATE.observers.append(self)
+        refresh_rare()
         return self
 
     def __exit__(self, *exc: object) -> None:
         STATE.observers.remove(self)
+        refresh_rare()
 
 
 def _as_inputs(inputs: Any) -> tuple:

@@ -10,7 +10,7 @@ from typing import Any, Callable
 
 from . import _dtypes
 from ._backend import np
-from .grad_mode import STATE
+from .grad_mode import STATE, refresh_rare
 from .tensor import Tensor
 
 
@@ -36,6 +36,7 @@ class saved_tensors_hooks:
 
     def __enter__(self) -> saved_tensors_hooks:
         STATE.hooks.append(self.pair)
+        refresh_rare()
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -43,6 +44,7 @@ class saved_tensors_hooks:
         for i in range(len(hooks) - 1, -1, -1):
             if hooks[i] is self.pair:
                 del hooks[i]
+                refresh_rare()
                 break
 
 

@@ -18,9 +18,18 @@ class Tensor:
     tensor([2., 4.])
     """
 
-    __slots__ = ("data", "grad", "_requires_grad", "grad_fn", "_nr", "_version", "_tangents",
-                 "_accum", "_retains", "__weakref__")
+    __slots__ = ("data", "__dict__", "__weakref__")
     __array_priority__ = 1000
+    # Defaults live on the class until an instance sets its own: a new op result sets only `.data`
+    # (plus grad_fn/_requires_grad when recorded), which keeps the per-op cost low.
+    grad: Tensor | None = None
+    grad_fn: Any = None
+    _requires_grad = False
+    _nr = 0                 # which output of grad_fn this tensor is
+    _version = 0            # bumped by in-place ops; checked against saved versions in backward
+    _tangents: dict | None = None   # forward mode: {level: tangent}
+    _accum: Any = None      # a leaf's AccumulateGrad node, created on first use
+    _retains = False
 
     def __init__(self, data: Any, requires_grad: bool = False) -> None:
         if isinstance(data, Tensor):
@@ -28,14 +37,6 @@ class Tensor:
         if type(data) is not ndarray:
             data = np.asarray(data)
         self.data = data
-        self.grad: Tensor | None = None
-        self._requires_grad = False
-        self.grad_fn = None
-        self._nr = 0
-        self._version = 0
-        self._tangents: dict | None = None
-        self._accum = None
-        self._retains = False
         if requires_grad:
             self.requires_grad = True
 
@@ -150,9 +151,7 @@ class Tensor:
     # ----- graph -----
     def detach(self) -> Tensor:
         """Return a tensor that shares data but is outside the graph (a new leaf)."""
-        out = Tensor.__new__(Tensor)
-        _init(out, self.data)
-        return out
+        return wrap(self.data)
 
     def detach_(self) -> Tensor:
         """Cut this tensor out of the graph in place."""
@@ -248,81 +247,27 @@ class Tensor:
         self._version += 1
         return self
 
-    # ----- operators (all delegate to ops) -----
-    def __add__(self, other: Any) -> Tensor:
-        return _ops.add(self, other)
-
+    # ----- operators: the reflected ones here; the others bind straight to ops (bottom) -----
     def __radd__(self, other: Any) -> Tensor:
         return _ops.add(other, self)
-
-    def __sub__(self, other: Any) -> Tensor:
-        return _ops.subtract(self, other)
 
     def __rsub__(self, other: Any) -> Tensor:
         return _ops.subtract(other, self)
 
-    def __mul__(self, other: Any) -> Tensor:
-        return _ops.multiply(self, other)
-
     def __rmul__(self, other: Any) -> Tensor:
         return _ops.multiply(other, self)
-
-    def __truediv__(self, other: Any) -> Tensor:
-        return _ops.divide(self, other)
 
     def __rtruediv__(self, other: Any) -> Tensor:
         return _ops.divide(other, self)
 
-    def __pow__(self, other: Any) -> Tensor:
-        return _ops.power(self, other)
-
     def __rpow__(self, other: Any) -> Tensor:
         return _ops.power(other, self)
-
-    def __matmul__(self, other: Any) -> Tensor:
-        return _ops.matmul(self, other)
 
     def __rmatmul__(self, other: Any) -> Tensor:
         return _ops.matmul(other, self)
 
-    def __neg__(self) -> Tensor:
-        return _ops.negative(self)
-
     def __pos__(self) -> Tensor:
         return self
-
-    def __abs__(self) -> Tensor:
-        return _ops.abs(self)
-
-    def __getitem__(self, index: Any) -> Tensor:
-        return _ops.getitem(self, index)
-
-    def __lt__(self, other: Any) -> Tensor:
-        return _ops.less(self, other)
-
-    def __le__(self, other: Any) -> Tensor:
-        return _ops.less_equal(self, other)
-
-    def __gt__(self, other: Any) -> Tensor:
-        return _ops.greater(self, other)
-
-    def __ge__(self, other: Any) -> Tensor:
-        return _ops.greater_equal(self, other)
-
-    def __eq__(self, other: Any) -> Tensor:  # type: ignore[override]
-        return _ops.equal(self, other)
-
-    def __ne__(self, other: Any) -> Tensor:  # type: ignore[override]
-        return _ops.not_equal(self, other)
-
-    def __invert__(self) -> Tensor:
-        return _ops.logical_not(self)
-
-    def __and__(self, other: Any) -> Tensor:
-        return _ops.logical_and(self, other)
-
-    def __or__(self, other: Any) -> Tensor:
-        return _ops.logical_or(self, other)
 
     def __array_ufunc__(self, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
         return _ops.dispatch_ufunc(ufunc, method, inputs, kwargs)
@@ -331,31 +276,14 @@ class Tensor:
         return _ops.dispatch_function(func, args, kwargs)
 
 
-def _init(t: Tensor, data: ndarray) -> None:
-    t.data = data
-    t.grad = None
-    t._requires_grad = False
-    t.grad_fn = None
-    t._nr = 0
-    t._version = 0
-    t._tangents = None
-    t._accum = None
-    t._retains = False
-
-
 def wrap(data: Any) -> Tensor:
     """Wrap an op's raw result as a new tensor without copying (the hot path)."""
-    t = Tensor.__new__(Tensor)
+    t = _new(Tensor)
     t.data = data if type(data) is ndarray else np.asarray(data)
-    t.grad = None
-    t._requires_grad = False
-    t.grad_fn = None
-    t._nr = 0
-    t._version = 0
-    t._tangents = None
-    t._accum = None
-    t._retains = False
     return t
+
+
+_new = object.__new__
 
 
 def tensor(data: Any, dtype: Any = None, requires_grad: bool = False) -> Tensor:
@@ -420,3 +348,12 @@ Tensor.reshape = Tensor.view = _reshape  # type: ignore[attr-defined]
 Tensor.transpose = _transpose  # type: ignore[attr-defined]
 Tensor.permute = _transpose  # type: ignore[attr-defined]
 Tensor.clone = Tensor.copy  # type: ignore[attr-defined]
+
+# Operators whose operand order matches the op bind straight to it: one Python call fewer per op.
+for _dunder, _op in (("__add__", "add"), ("__sub__", "subtract"), ("__mul__", "multiply"),
+                     ("__truediv__", "divide"), ("__pow__", "power"), ("__matmul__", "matmul"),
+                     ("__neg__", "negative"), ("__abs__", "abs"), ("__getitem__", "getitem"),
+                     ("__lt__", "less"), ("__le__", "less_equal"), ("__gt__", "greater"),
+                     ("__ge__", "greater_equal"), ("__eq__", "equal"), ("__ne__", "not_equal"),
+                     ("__invert__", "logical_not"), ("__and__", "logical_and"), ("__or__", "logical_or")):
+    setattr(Tensor, _dunder, getattr(_ops, _op))

@@ -15,7 +15,7 @@ from typing import Any
 
 from .._backend import np
 from ..errors import GraphError
-from ..grad_mode import STATE
+from ..grad_mode import STATE, refresh_rare
 
 
 class AnomalyError(GraphError):
@@ -91,19 +91,23 @@ class detect_anomaly:
     def __enter__(self) -> detect_anomaly:
         self.prev = STATE.anomaly
         STATE.anomaly = self.check_nan
+        refresh_rare()
         self.watch = _FPWatch()
         self.errstate = np.errstate(call=self.watch.on_fp_error, divide="call", invalid="call",
                                     over="call")
         self.errstate.__enter__()
         STATE.observers.append(self.watch)
+        refresh_rare()
         _WATCHES.append(self.watch)
         return self
 
     def __exit__(self, *exc: object) -> None:
         STATE.observers.remove(self.watch)
+        refresh_rare()
         _WATCHES.remove(self.watch)
         self.errstate.__exit__(*exc)
         STATE.anomaly = self.prev
+        refresh_rare()
 
 
 def remember_creation(node: Any) -> None:

@@ -1,6 +1,7 @@
 """The reverse pass: order the graph, run each node's VJP once, accumulate, free. Knows no ops."""
 from __future__ import annotations
 
+from heapq import heappop, heappush
 from typing import Any, Sequence
 
 from .._backend import np
@@ -96,91 +97,73 @@ def _roots(outputs: list, grad_outputs: Any, create_graph: bool, who: str) -> li
 
 def run(roots: list, retain_graph: bool, create_graph: bool, targets: dict | None,
         accumulate: bool) -> dict:
-    """Process every node reachable from ``roots`` once, in dependency order.
+    """Process every node that receives a gradient from ``roots`` once, in dependency order.
+
+    Nodes are numbered as they are created, and a node is always created after the nodes of its
+    inputs, so reverse creation order is a topological order: the engine pops the pending node with
+    the highest number from a heap. No dependency-counting pass is needed, and nothing that does not
+    receive a gradient is visited.
 
     ``targets`` maps edges to tensors whose gradient is wanted: with ``accumulate`` False their
     cotangents are returned and nothing else is run past them; with True only they accumulate.
     """
     st = STATE
     tensor_mode = create_graph or bool(st.fw_levels) or bool(st.observers)
-    deps: dict = {}
-    stack = []
-    for (node, _), _g in roots:
-        if node not in deps:
-            deps[node] = 0
-            stack.append(node)
-    while stack:
-        node = stack.pop()
-        for edge in node.edges:
-            if edge is not None:
-                child = edge[0]
-                if child in deps:
-                    deps[child] += 1
-                else:
-                    deps[child] = 1
-                    stack.append(child)
-    needed = _needed(deps, targets) if targets is not None else None
-
+    needed = _needed(roots, targets) if targets is not None else None
     pending: dict = {}
+    heap: list = []
     for edge, g in roots:
         if tensor_mode and not isinstance(g, _Tensor):
             g = _wrap(g)
+        if edge[0] not in pending:
+            heappush(heap, (-edge[0].seq, edge[0]))
         _add(pending, edge, g)
-    ready = [node for node in {e[0]: None for e, _ in roots} if deps[node] == 0]
     captured: dict = {}
     stored: set = set()
     anomaly = st.anomaly
     prev_grad, prev_in_bw = st.grad_enabled, st.in_backward
     st.grad_enabled, st.in_backward = create_graph, True
     try:
-        while ready:
-            node = ready.pop()
-            g = pending.pop(node, None)
-            if g is not None and node.pre_hooks:
+        while heap:
+            node = heappop(heap)[1]
+            g = pending.pop(node)
+            if node.pre_hooks:
                 g = _run_hooks(node, g, tensor_mode)
             if targets is not None:
                 for nr in range(len(node.metas)):
-                    t = targets.get((node, nr))
-                    if t is not None and g is not None:
+                    if (node, nr) in targets:
                         captured[(node, nr)] = g[nr] if type(g) is list else g
             if not node.edges:                       # a leaf's AccumulateGrad
-                if g is not None and accumulate and (targets is None or node in needed):
+                if accumulate and (targets is None or node in needed):
                     node.accumulate(g, create_graph, stored)
                 continue
-            run_rule = g is not None and (needed is None or node in needed)
-            if run_rule and targets is not None and not accumulate and (node, 0) in targets \
-                    and len(node.metas) == 1 and not _upstream_target(node, needed):
-                run_rule = False
-            if run_rule:
-                grads = node.vjp(g, tensor_mode)
-                if anomaly:
-                    _anomaly.check_backward(node, grads)
-                for edge, gi in zip(node.edges, grads):
-                    if edge is None:
-                        continue
-                    child = edge[0]
-                    if gi is not None:
-                        metas = child.metas
-                        shape, dtype = metas[edge[1]]
-                        if tensor_mode or gi.shape != shape or gi.dtype != dtype:
-                            gi = _fit(gi, edge, node, tensor_mode)
-                        if len(metas) == 1:            # inline _add for the common single output
-                            old = pending.get(child)
-                            pending[child] = gi if old is None else old + gi
-                        else:
-                            _add(pending, edge, gi)
-                    n = deps[child] - 1
-                    deps[child] = n
-                    if n == 0:
-                        ready.append(child)
-            else:
-                for edge in node.edges:
-                    if edge is not None:
-                        child = edge[0]
-                        deps[child] -= 1
-                        if deps[child] == 0:
-                            ready.append(child)
-            if run_rule and not retain_graph:
+            if needed is not None and (node not in needed or (
+                    not accumulate and (node, 0) in targets and len(node.metas) == 1
+                    and not _upstream_target(node, needed))):
+                continue
+            grads = node.vjp(g, tensor_mode)
+            if anomaly:
+                _anomaly.check_backward(node, grads)
+            for edge, gi in zip(node.edges, grads):
+                if edge is None or gi is None:
+                    continue
+                child = edge[0]
+                metas = child.metas
+                shape, dtype = metas[edge[1]]
+                if tensor_mode or gi.shape != shape or gi.dtype != dtype:
+                    gi = _fit(gi, edge, node, tensor_mode)
+                if child in pending:
+                    if len(metas) == 1:
+                        pending[child] = pending[child] + gi
+                    else:
+                        _add(pending, edge, gi)
+                else:
+                    heappush(heap, (-child.seq, child))
+                    if len(metas) == 1:
+                        pending[child] = gi
+                    else:
+                        _add(pending, edge, gi)
+            if not retain_graph:
                 node.release()
     finally:
         st.grad_enabled, st.in_backward = prev_grad, prev_in_bw
@@ -238,27 +221,24 @@ def _run_hooks(node: Any, g: Any, tensor_mode: bool) -> Any:
     return g
 
 
-def _needed(deps: dict, targets: dict) -> set:
+def _needed(roots: list, targets: dict) -> set:
     """Nodes on some path from the roots to a target (the others need not run)."""
     target_nodes = {edge[0] for edge in targets}
-    needed = set()
-    # post-order over the reachable subgraph, iteratively
-    order, seen = [], set()
-    for start in deps:
+    needed: set = set()
+    order, seen = [], set()                   # post-order of the reachable subgraph, iteratively
+    for (start, _), _g in roots:
         if start in seen:
             continue
         stack = [(start, iter(start.edges))]
         seen.add(start)
         while stack:
             node, it = stack[-1]
-            advanced = False
             for edge in it:
                 if edge is not None and edge[0] not in seen:
                     seen.add(edge[0])
                     stack.append((edge[0], iter(edge[0].edges)))
-                    advanced = True
                     break
-            if not advanced:
+            else:
                 stack.pop()
                 order.append(node)
     for node in order:

@@ -11,7 +11,7 @@ import itertools
 from typing import Any
 
 from ..errors import ShapeError
-from ..grad_mode import STATE
+from ..grad_mode import STATE, refresh_rare
 
 _level_ids = itertools.count(1)
 
@@ -82,10 +82,12 @@ class dual_level:
     def __enter__(self) -> int:
         self.level = next(_level_ids)
         STATE.fw_levels.append(self.level)
+        refresh_rare()
         return self.level
 
     def __exit__(self, *exc: object) -> None:
         STATE.fw_levels.remove(self.level)
+        refresh_rare()
 
 
 def _current_level(level: int | None) -> int:

@@ -6,7 +6,7 @@ from typing import Any
 from .._backend import np
 from ..errors import GraphError
 from ..grad_mode import STATE, no_grad
-from .graph import _FREED
+from .graph import _FREED, _SEQUENCE
 
 
 class FunctionCtx:
@@ -45,10 +45,12 @@ class FunctionCtx:
 class FunctionNode:
     """The ``grad_fn`` of the outputs of a ``Function.apply`` call."""
 
-    __slots__ = ("fn_cls", "ctx", "edges", "metas", "pre_hooks", "extra", "arg_is_tensor", "__weakref__")
+    __slots__ = ("fn_cls", "ctx", "edges", "metas", "pre_hooks", "extra", "arg_is_tensor", "seq",
+                 "__weakref__")
 
     def __init__(self, fn_cls: type, ctx: FunctionCtx, edges: tuple, metas: tuple,
                  arg_is_tensor: tuple) -> None:
+        self.seq = next(_SEQUENCE)
         self.fn_cls, self.ctx, self.edges, self.metas = fn_cls, ctx, edges, metas
         self.arg_is_tensor = arg_is_tensor
         self.pre_hooks = None

@@ -5,6 +5,7 @@ cotangent of its output into cotangents of its inputs. It knows nothing about th
 """
 from __future__ import annotations
 
+import itertools
 import weakref
 from typing import Any, Callable
 
@@ -13,25 +14,27 @@ from ..errors import GraphError
 from ..grad_mode import STATE
 
 _FREED = object()
+_SEQUENCE = itertools.count()   # creation order: the engine runs nodes from the newest back
 
 
 class Node:
     """The ``grad_fn`` of a tensor produced by a primitive."""
 
-    __slots__ = ("prim", "params", "edges", "saved", "versions", "out_data", "out_tangents",
-                 "metas", "pre_hooks", "extra", "__weakref__")
+    __slots__ = ("seq", "prim", "params", "edges", "saved", "metas", "__dict__", "__weakref__")
+    # Rarely set fields default on the class (fewer stores per recorded op):
+    versions: Any = None        # [(input index, version at save time)] of saved Tensors
+    out_data: Any = None        # the output's ndarray, when the rules need it
+    out_tangents: Any = None    # the output's forward-mode tangents, when the rules need the output
+    pre_hooks: Any = None       # {output index: [fn, ...]}
+    extra: Any = None           # rarely used: anomaly traceback, watchers, packed marker
 
     def __init__(self, prim: Any, params: dict, edges: tuple, metas: tuple) -> None:
+        self.seq = next(_SEQUENCE)
         self.prim = prim
         self.params = params
         self.edges = edges
         self.saved = None
-        self.versions = None
-        self.out_data = None
-        self.out_tangents = None
         self.metas = metas          # ((shape, dtype),) per output
-        self.pre_hooks = None       # {output index: [fn, ...]}
-        self.extra = None           # rarely used: anomaly traceback, watchers
 
     @property
     def name(self) -> str:
@@ -53,8 +56,10 @@ class Node:
         return lambda: hooks.remove(fn) if fn in hooks else None
 
     # ----- saved values -----
-    def save(self, xs: tuple, out: Any, idx: Any) -> None:
-        """Keep inputs ``idx`` and, if the primitive declares it, the output, for the rules."""
+    def save(self, xs: tuple, out: Any, idx: Any, rare: bool = True) -> None:
+        """Keep inputs ``idx`` and, if the primitive declares it, the output, for the rules.
+
+        ``rare`` (``STATE.rare``) says whether saved-tensor hooks or observers may be active."""
         saved = None
         if idx:
             n = len(xs)
@@ -69,15 +74,18 @@ class Node:
         if self.prim.save_out:
             self.out_data = out.data
             self.out_tangents = out._tangents
-        st = STATE
-        if st.hooks:
-            saved, self.out_data = _pack(saved, self.out_data, out, self)
-            self.extra = self.extra or {}
-            self.extra["packed"] = True
+        if rare:
+            st = STATE
+            if st.hooks:
+                saved, self.out_data = _pack(saved, self.out_data, out, self)
+                self.extra = self.extra or {}
+                self.extra["packed"] = True
+            if st.observers:
+                self.saved = saved if saved is not None else ()
+                for ob in st.observers:
+                    ob.on_save(self)
+                return
         self.saved = saved if saved is not None else ()
-        if st.observers:
-            for ob in st.observers:
-                ob.on_save(self)
 
     def unpack(self, tensor_mode: bool) -> tuple[tuple, Any]:
         """Return (xs, out) for the rules: ndarrays in the fast mode, Tensors otherwise."""
@@ -122,45 +130,61 @@ class Node:
         if self.extra and "watchers" in self.extra:
             for ob in self.extra.pop("watchers"):
                 ob.on_release(self)
-        if self.saved or self.out_data is not None:
+        if self.out_data is not None:
             self.saved = _FREED
             self.out_data = None
             self.out_tangents = None
+        elif self.saved:
+            self.saved = _FREED
 
     # ----- the rule -----
-    def vjp(self, g: Any, tensor_mode: bool) -> list:
+    def vjp(self, g: Any, tensor_mode: bool) -> Any:
         """Cotangents for each edge, given the cotangent ``g`` of the output."""
         saved = self.saved
         if tensor_mode or self.extra is not None or saved is _FREED or type(self.out_data) is Packed:
             xs, out = self.unpack(tensor_mode)
-        else:                                  # the fast path: ndarrays, no hooks
+        else:                                  # the fast path: ndarrays, no hooks (plain loops: 3.11)
             if self.versions:
                 for i, v in self.versions:
                     if saved[i]._version != v:
                         self.unpack(False)     # raises the in-place modification error
             out = self.out_data
-            xs = tuple([x.data if isinstance(x, _Tensor) else x for x in saved]) if saved \
-                else (None,) * len(self.edges)
-        prim, params = self.prim, self.params
+            if saved:
+                xs = []
+                for x in saved:
+                    xs.append(x.data if isinstance(x, _Tensor) else x)
+            else:
+                xs = (None,) * len(self.edges)
+        prim, params, edges = self.prim, self.params, self.edges
         rules = prim.vjps
-        if prim.variadic:
-            return [None if e is None else rules[0](g, out, *xs, argnum=i, **params)
-                    for i, e in enumerate(self.edges)]
-        if params:
-            return [None if e is None or r is None else r(g, out, *xs, **params)
-                    for e, r in zip(self.edges, rules)]
-        return [None if e is None or r is None else r(g, out, *xs) for e, r in zip(self.edges, rules)]
+        if len(edges) == 1 and not prim.variadic:
+            if params:
+                return (rules[0](g, out, *xs, **params),)
+            return (rules[0](g, out, *xs),)
+        grads = []
+        for i, e in enumerate(edges):
+            r = rules[0 if prim.variadic else i]
+            if e is None or r is None:
+                grads.append(None)
+            elif prim.variadic:
+                grads.append(r(g, out, *xs, argnum=i, **params))
+            elif params:
+                grads.append(r(g, out, *xs, **params))
+            else:
+                grads.append(r(g, out, *xs))
+        return grads
 
 
 class AccumulateGrad:
     """The node of a leaf tensor: adds the incoming gradient to ``tensor.grad``."""
 
-    __slots__ = ("variable", "metas", "pre_hooks", "edges", "extra", "__weakref__")
+    __slots__ = ("variable", "metas", "pre_hooks", "edges", "extra", "seq", "__weakref__")
     name = "AccumulateGrad"
     next_functions = ()
     is_accumulator = True
 
     def __init__(self, t: Any) -> None:
+        self.seq = next(_SEQUENCE)
         self.variable = weakref.ref(t)
         self.metas = ((t.data.shape, t.data.dtype),)
         self.pre_hooks = None

@@ -17,7 +17,6 @@ result is undone by the engine (cotangents) and by ``apply`` (tangents), never b
 """
 from __future__ import annotations
 
-import itertools
 from typing import Any, Callable, Sequence
 
 from .._backend import np
@@ -58,11 +57,11 @@ class Primitive:
         # needs[i]: the saved inputs that input i's rule reads; only those of inputs that need a
         # gradient are kept (x * const keeps the constant, not x), as PyTorch does
         self.needs = needs
-        # keep[mask]: the input indices to save when mask[i] says whether input i needs a gradient
+        # keep[bits]: the input indices to save when bit i of ``bits`` says input i needs a gradient
         # (precomputed for every mask, so recording does no set arithmetic)
         self.keep = None if needs is None else {
-            mask: tuple(sorted({j for i, on in enumerate(mask) if on for j in needs.get(i, ())}))
-            for mask in itertools.product((False, True), repeat=max(needs) + 1)}
+            bits: tuple(sorted({j for i in range(max(needs) + 1) if bits >> i & 1 for j in needs.get(i, ())}))
+            for bits in range(1 << (max(needs) + 1))}
 
     def __repr__(self) -> str:
         return f"Primitive({self.name!r})"
@@ -110,9 +109,10 @@ def linear_jvps(prim_fn: Callable, n: int) -> tuple:
 
 def apply(prim: Primitive, xs: tuple, params: dict | None = None) -> Any:
     """Run ``prim`` on ``xs``: plain ndarrays in, ndarray out; any Tensor in, Tensor out (recorded)."""
-    st = STATE
-    if st.autocast is not None:
-        xs = st.autocast.cast_inputs(prim, xs)
+    st = STATE.__dict__               # this thread's switches: one thread-local lookup, then dict reads
+    rare = st["rare"]                 # autocast, observers, forward mode, hooks or anomaly active
+    if rare and st["autocast"] is not None:
+        xs = st["autocast"].cast_inputs(prim, xs)
     datas = []
     has_tensor = record = False
     for x in xs:
@@ -127,8 +127,8 @@ def apply(prim: Primitive, xs: tuple, params: dict | None = None) -> Any:
         out_data = prim.forward(*datas, **params) if params else prim.forward(*datas)
     except (ValueError, TypeError, IndexError, np.linalg.LinAlgError) as e:
         raise forward_error(prim, xs, e) from None
-    if st.observers:
-        for ob in st.observers:
+    if rare and st["observers"]:
+        for ob in st["observers"]:
             ob.on_op(prim, datas, params or {}, out_data)
     if not has_tensor:
         return out_data
@@ -137,9 +137,9 @@ def apply(prim: Primitive, xs: tuple, params: dict | None = None) -> Any:
             and not (params and "dtype" in params):
         out_data = _keep_low_precision(datas, out_data)   # (cheap test first: the hot path skips it)
     out = wrap(out_data)
-    if record and st.grad_enabled and prim.vjps is not None:
-        _record(prim, xs, params or _NO_PARAMS, out)
-    if st.fw_levels and prim.jvps is not None:
+    if record and st["grad_enabled"] and prim.vjps is not None:
+        _record(prim, xs, params or _NO_PARAMS, out, rare)
+    if rare and st["fw_levels"] and prim.jvps is not None:
         push_tangents(prim, xs, params or _NO_PARAMS, out)
     return out
 
@@ -171,20 +171,25 @@ def raw(x: Any) -> Any:
     return x.data if isinstance(x, Tensor) else x
 
 
-def _record(prim: Primitive, xs: tuple, params: dict, out: Tensor) -> None:
-    edges = tuple([x._edge() if isinstance(x, Tensor) and x._requires_grad else None for x in xs])
+def _record(prim: Primitive, xs: tuple, params: dict, out: Tensor, rare: bool) -> None:
+    edges = []
+    bits = 0                          # bit i: input i needs a gradient
+    for i, x in enumerate(xs):        # a plain loop: cheaper than a comprehension on 3.11
+        if isinstance(x, Tensor) and x._requires_grad:
+            fn = x.grad_fn
+            edges.append((fn, x._nr) if fn is not None else x._edge())
+            bits |= 1 << i
+        else:
+            edges.append(None)
     data = out.data
-    node = Node(prim, params, edges, ((data.shape, data.dtype),))
-    if STATE.fw_levels:
+    node = Node(prim, params, tuple(edges), ((data.shape, data.dtype),))
+    if rare and STATE.fw_levels:
         out._tangents = {}
     if prim.save_idx or prim.save_out:
-        if prim.keep is None:
-            node.save(xs, out, prim.save_idx)
-        else:
-            node.save(xs, out, prim.keep[tuple([e is not None for e in edges])])
+        node.save(xs, out, prim.save_idx if prim.keep is None else prim.keep[bits], rare)
     else:
         node.saved = ()
-    if STATE.anomaly:
+    if rare and STATE.anomaly:
         remember_creation(node)
     out.grad_fn = node
     out._requires_grad = True
