@@ -18,17 +18,15 @@ class Tensor:
     tensor([2., 4.])
     """
 
-    __slots__ = ("data", "__dict__", "__weakref__")
+    __slots__ = ("data", "grad_fn", "_requires_grad", "__dict__", "__weakref__")
     __array_priority__ = 1000
-    # Defaults live on the class until an instance sets its own: a new op result sets only `.data`
-    # (plus grad_fn/_requires_grad when recorded), which keeps the per-op cost low.
+    # Rarely set fields default on the class until an instance sets its own, so a new op result
+    # costs three stores (data, grad_fn, _requires_grad) and no per-instance dict.
     grad: Tensor | None = None
-    grad_fn: Any = None
-    _requires_grad = False
     _nr = 0                 # which output of grad_fn this tensor is
     _version = 0            # bumped by in-place ops; checked against saved versions in backward
     _tangents: dict | None = None   # forward mode: {level: tangent}
-    _accum: Any = None      # a leaf's AccumulateGrad node, created on first use
+    _leaf_edge: Any = None  # a leaf's (AccumulateGrad node, 0), created on first use
     _retains = False
 
     def __init__(self, data: Any, requires_grad: bool = False) -> None:
@@ -37,6 +35,8 @@ class Tensor:
         if type(data) is not ndarray:
             data = np.asarray(data)
         self.data = data
+        self.grad_fn = None
+        self._requires_grad = False
         if requires_grad:
             self.requires_grad = True
 
@@ -164,9 +164,10 @@ class Tensor:
         """The (node, output index) that receives this tensor's gradient."""
         if self.grad_fn is not None:
             return (self.grad_fn, self._nr)
-        if self._accum is None:
-            self._accum = _graph.AccumulateGrad(self)
-        return (self._accum, 0)
+        edge = self._leaf_edge
+        if edge is None:
+            edge = self._leaf_edge = (_graph.AccumulateGrad(self), 0)
+        return edge
 
     def retain_grad(self) -> None:
         """Keep ``.grad`` on a non-leaf tensor after backward (leaves always keep it)."""
@@ -280,6 +281,8 @@ def wrap(data: Any) -> Tensor:
     """Wrap an op's raw result as a new tensor without copying (the hot path)."""
     t = _new(Tensor)
     t.data = data if type(data) is ndarray else np.asarray(data)
+    t.grad_fn = None
+    t._requires_grad = False
     return t
 
 

@@ -469,17 +469,18 @@ class Jacobian:
         """The mode a call with these arguments uses: ``"forward"`` if n < m else ``"reverse"``."""
         if self.mode != "auto":
             return self.mode
+        key = _signature(args)
+        n_m = self._sizes.get(key) if key is not None else None
+        if n_m is not None:                 # seen this signature: both sizes are known
+            return "forward" if n_m[0] < n_m[1] else "reverse"
         n = sum(np.size(x.data if isinstance(x, Tensor) else x)
                 for i in _positions(self.argnums, args, "jacobian") for x in tree.flatten(args[i])[0])
-        key = _signature(args)
-        m = self._sizes.get(key) if key is not None else None
-        if m is None:
-            with no_grad():
-                res = self.f(*args)
-            out, _ = _split_aux(res, self.has_aux, "jacobian")
-            m = sum(np.size(o.data if isinstance(o, Tensor) else o) for o in tree.flatten(out)[0])
-            if key is not None:
-                self._sizes[key] = m
+        with no_grad():
+            res = self.f(*args)
+        out, _ = _split_aux(res, self.has_aux, "jacobian")
+        m = sum(np.size(o.data if isinstance(o, Tensor) else o) for o in tree.flatten(out)[0])
+        if key is not None:
+            self._sizes[key] = (n, m)
         return "forward" if n < m else "reverse"
 
     def __call__(self, *args: Any) -> Any:
@@ -492,6 +493,8 @@ class Jacobian:
 
 def _signature(args: Any) -> Any:
     """A hashable key of the arguments' shapes and dtypes (and other leaves' values); None if none."""
+    if all(isinstance(x, (Tensor, np.ndarray)) for x in args):     # the common case, cheaply
+        return tuple((x.shape, x.dtype) for x in args)
     leaves, structure = tree.flatten(args)
     key = []
     for x in leaves:

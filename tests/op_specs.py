@@ -164,6 +164,8 @@ OP_SPECS: list[OpSpec] = [
            torch_fn=_tl(lambda t, x, v: x.index_put((t.arange(3), t.tensor(1)), v))),
     # ----- nn -----
     OpSpec("softmax", lambda x: cr.softmax(x, axis=1), torch_fn=_tl(lambda t, x: t.softmax(x, dim=1))),
+    OpSpec("softmax_cross_entropy", lambda x: cr.ops.softmax_cross_entropy(x, [2, 0, 3]),
+           torch_fn=_tl(lambda t, x: t.nn.functional.cross_entropy(x, t.tensor([2, 0, 3]), reduction="none"))),
     OpSpec("log_softmax", lambda x: cr.log_softmax(x, axis=0),
            torch_fn=_tl(lambda t, x: t.log_softmax(x, dim=0))),
 ]

@@ -20,21 +20,51 @@ _SEQUENCE = itertools.count()   # creation order: the engine runs nodes from the
 class Node:
     """The ``grad_fn`` of a tensor produced by a primitive."""
 
-    __slots__ = ("seq", "prim", "params", "edges", "saved", "metas", "__dict__", "__weakref__")
-    # Rarely set fields default on the class (fewer stores per recorded op):
-    versions: Any = None        # [(input index, version at save time)] of saved Tensors
-    out_data: Any = None        # the output's ndarray, when the rules need it
+    __slots__ = ("seq", "prim", "params", "edges", "saved", "versions", "out_data", "metas",
+                 "__dict__", "__weakref__")
+    # Rarely set fields default on the class (no per-node dict in the common case):
     out_tangents: Any = None    # the output's forward-mode tangents, when the rules need the output
     pre_hooks: Any = None       # {output index: [fn, ...]}
     extra: Any = None           # rarely used: anomaly traceback, watchers, packed marker
 
-    def __init__(self, prim: Any, params: dict, edges: tuple, metas: tuple) -> None:
+    def __init__(self, prim: Any, params: dict, edges: tuple, xs: tuple, out: Any, idx: Any,
+                 rare: bool) -> None:
+        """Record ``out = prim(*xs)``: keep inputs ``idx`` (and the output if the primitive declares
+        it) for the rules. ``rare`` (``STATE.rare``) says whether hooks or observers may be active."""
         self.seq = next(_SEQUENCE)
         self.prim = prim
         self.params = params
         self.edges = edges
-        self.saved = None
-        self.metas = metas          # ((shape, dtype),) per output
+        data = out.data
+        self.metas = ((data.shape, data.dtype),)     # (shape, dtype) per output
+        self.out_data = data if prim.save_out else None
+        saved = versions = None                      # versions: [(input index, version when saved)]
+        if idx:
+            n = len(xs)
+            saved = [None] * n
+            versions = []
+            for i in idx:
+                if i < n:
+                    x = saved[i] = xs[i]
+                    if isinstance(x, _Tensor):
+                        versions.append((i, x._version))
+        self.versions = versions
+        self.saved = saved if saved is not None else ()
+        if rare:
+            self._save_rare(out)
+
+    def _save_rare(self, out: Any) -> None:
+        """Forward-mode tangents of a saved output, saved-tensor hooks, memory observers."""
+        st = STATE
+        if self.out_data is not None:
+            self.out_tangents = out._tangents
+        if st.hooks:
+            saved, self.out_data = _pack(list(self.saved) or None, self.out_data, out, self)
+            self.saved = saved if saved is not None else ()
+            self.extra = self.extra or {}
+            self.extra["packed"] = True
+        for ob in st.observers:
+            ob.on_save(self)
 
     @property
     def name(self) -> str:
@@ -56,37 +86,6 @@ class Node:
         return lambda: hooks.remove(fn) if fn in hooks else None
 
     # ----- saved values -----
-    def save(self, xs: tuple, out: Any, idx: Any, rare: bool = True) -> None:
-        """Keep inputs ``idx`` and, if the primitive declares it, the output, for the rules.
-
-        ``rare`` (``STATE.rare``) says whether saved-tensor hooks or observers may be active."""
-        saved = None
-        if idx:
-            n = len(xs)
-            saved = [None] * n
-            versions = []
-            for i in idx:
-                if i < n:
-                    x = saved[i] = xs[i]
-                    if isinstance(x, _Tensor):
-                        versions.append((i, x._version))
-            self.versions = versions
-        if self.prim.save_out:
-            self.out_data = out.data
-            self.out_tangents = out._tangents
-        if rare:
-            st = STATE
-            if st.hooks:
-                saved, self.out_data = _pack(saved, self.out_data, out, self)
-                self.extra = self.extra or {}
-                self.extra["packed"] = True
-            if st.observers:
-                self.saved = saved if saved is not None else ()
-                for ob in st.observers:
-                    ob.on_save(self)
-                return
-        self.saved = saved if saved is not None else ()
-
     def unpack(self, tensor_mode: bool) -> tuple[tuple, Any]:
         """Return (xs, out) for the rules: ndarrays in the fast mode, Tensors otherwise."""
         saved = self.saved
@@ -133,7 +132,8 @@ class Node:
         if self.out_data is not None:
             self.saved = _FREED
             self.out_data = None
-            self.out_tangents = None
+            if self.out_tangents is not None:
+                self.out_tangents = None
         elif self.saved:
             self.saved = _FREED
 

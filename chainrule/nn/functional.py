@@ -58,7 +58,12 @@ def cross_entropy(logits: Any, target: Any, reduction: str = "mean") -> Any:
     >>> float(cr.nn.functional.cross_entropy(cr.tensor([[0.0, 0.0]]), [0]))  # doctest: +ELLIPSIS
     0.693...
     """
-    return nll_loss(log_softmax(logits, axis=-1), target, reduction)
+    shape = np.shape(raw(logits))
+    t = np.asarray(raw(target))
+    if len(shape) == 2 and t.shape == shape[:1] and t.dtype.kind in "iu" and t.size \
+            and 0 <= t.min() and t.max() < shape[1]:
+        return _reduce(ops.softmax_cross_entropy(logits, t), reduction, "cross_entropy")
+    return nll_loss(log_softmax(logits, axis=-1), target, reduction)   # raises the clear errors
 
 
 def mse_loss(x: Any, target: Any, reduction: str = "mean") -> Any:

@@ -17,7 +17,7 @@ from .elementwise import (abs, absolute, add, alias, arccos, arccosh, arcsin, ar
                           zeros_like)
 from .linalg import (cholesky, det, dot, einsum, inner, inv, matmul, norm, outer, slogdet, solve,
                      tensordot, vdot)
-from .nn import log_softmax, softmax
+from .nn import log_softmax, softmax, softmax_cross_entropy
 from .reduction import (amax, amin, argmax, argmin, argsort, average, cumprod, cumsum, logsumexp,
                         max, mean, min, prod, std, sum, var)
 from .shape import (array_split, atleast_1d, atleast_2d, broadcast_to, concatenate, diagonal,

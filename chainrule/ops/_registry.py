@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Sequence
 
-from .._backend import np
+from .._backend import ndarray, np
 from .._dtypes import LOW_PRECISION, is_floating
 from ..errors import ShapeError, describe
 from ..grad_mode import STATE
@@ -136,7 +136,10 @@ def apply(prim: Primitive, xs: tuple, params: dict | None = None) -> Any:
     if out_dtype in _WIDE and out_dtype != getattr(datas[0], "dtype", None) \
             and not (params and "dtype" in params):
         out_data = _keep_low_precision(datas, out_data)   # (cheap test first: the hot path skips it)
-    out = wrap(out_data)
+    out = _new(Tensor)                # wrap(), inlined: the hot path
+    out.data = out_data if type(out_data) is ndarray else np.asarray(out_data)
+    out.grad_fn = None
+    out._requires_grad = False
     if record and st["grad_enabled"] and prim.vjps is not None:
         _record(prim, xs, params or _NO_PARAMS, out, rare)
     if rare and st["fw_levels"] and prim.jvps is not None:
@@ -177,18 +180,14 @@ def _record(prim: Primitive, xs: tuple, params: dict, out: Tensor, rare: bool) -
     for i, x in enumerate(xs):        # a plain loop: cheaper than a comprehension on 3.11
         if isinstance(x, Tensor) and x._requires_grad:
             fn = x.grad_fn
-            edges.append((fn, x._nr) if fn is not None else x._edge())
+            edges.append((fn, x._nr) if fn is not None else (x._leaf_edge or x._edge()))
             bits |= 1 << i
         else:
             edges.append(None)
-    data = out.data
-    node = Node(prim, params, tuple(edges), ((data.shape, data.dtype),))
     if rare and STATE.fw_levels:
         out._tangents = {}
-    if prim.save_idx or prim.save_out:
-        node.save(xs, out, prim.save_idx if prim.keep is None else prim.keep[bits], rare)
-    else:
-        node.saved = ()
+    node = Node(prim, params, tuple(edges), xs, out,
+                prim.save_idx if prim.keep is None else prim.keep[bits], rare)
     if rare and STATE.anomaly:
         remember_creation(node)
     out.grad_fn = node
@@ -211,4 +210,4 @@ def forward_error(prim: Primitive, xs: tuple, e: Exception) -> Exception:
 from ..autograd.anomaly import remember_creation  # noqa: E402
 from ..autograd.forward import push_tangents  # noqa: E402
 from ..autograd.graph import Node  # noqa: E402
-from ..tensor import Tensor, wrap  # noqa: E402
+from ..tensor import Tensor, _new, wrap  # noqa: E402
