@@ -106,7 +106,8 @@ ARCTANH = defprim("arctanh", np.arctanh, vjps=_keep_zero(lambda g, out, x: g / (
                   jvps=_keep_zero(lambda t, out, x: t / (1 - x * x)), saves="x")
 SIGMOID = unary("sigmoid", _sigmoid_numpy, lambda out, x: out * (1 - out), saves="out")
 # relu'(0) = 0, as in PyTorch and JAX
-RELU = unary("relu", _relu_numpy, lambda out, x: x > 0, decide=lambda x: x > 0)
+# relu'(x) read from the output (out > 0 iff x > 0): the pre-activation need not be kept (PyTorch too)
+RELU = unary("relu", _relu_numpy, lambda out, x: out > 0, saves="out", decide=lambda x: x > 0)
 SOFTPLUS = unary("softplus", _softplus_numpy, lambda out, x: sigmoid(x))
 ERF = unary("erf", _erf_numpy, lambda out, x: _TWO_OVER_SQRT_PI * exp(-x * x))
 # exact (erf) GELU, torch.nn.functional.gelu's default

@@ -12,13 +12,13 @@ from ._shapes import normalize_axis
 
 
 def _softmax_forward(x: Any, axis: int) -> Any:
-    z = np.exp(x - np.amax(x, axis=axis, keepdims=True))
-    return z / np.sum(z, axis=axis, keepdims=True)
+    z = np.exp(x - np.maximum.reduce(x, axis=axis, keepdims=True))
+    return z / np.add.reduce(z, axis=axis, keepdims=True)
 
 
 def _log_softmax_forward(x: Any, axis: int) -> Any:
-    shifted = x - np.amax(x, axis=axis, keepdims=True)
-    return shifted - np.log(np.sum(np.exp(shifted), axis=axis, keepdims=True))
+    shifted = x - np.maximum.reduce(x, axis=axis, keepdims=True)
+    return shifted - np.log(np.add.reduce(np.exp(shifted), axis=axis, keepdims=True))
 
 
 # matches torch.nn.functional.softmax / log_softmax
@@ -33,8 +33,8 @@ LOG_SOFTMAX = defprim("log_softmax", _log_softmax_forward,
 
 
 def _softmax_cross_entropy_forward(x: Any, target: Any) -> Any:
-    shifted = x - np.amax(x, axis=-1, keepdims=True)
-    lse = np.log(np.sum(np.exp(shifted), axis=-1))
+    shifted = x - np.maximum.reduce(x, axis=-1, keepdims=True)
+    lse = np.log(np.add.reduce(np.exp(shifted), axis=-1))
     return lse - shifted[np.arange(len(target)), target]
 
 
