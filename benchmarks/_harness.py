@@ -106,6 +106,18 @@ def hips_autograd() -> Any:
     return ag if ag is not None and hasattr(ag, "grad") else None
 
 
+def peer_rows(torch_setup: Callable[[Any], Any], autograd_setup: Callable[[Any], Any]) -> list:
+    """The standard peer rows ("PyTorch eager", "HIPS autograd") for whichever peers import;
+    each ``*_setup(module)`` returns the contender's set-up function."""
+    rows = []
+    torch, ag = peer("torch"), hips_autograd()
+    if torch is not None:
+        rows.append(Contender("PyTorch eager", "torch", torch_setup(torch)))
+    if ag is not None:
+        rows.append(Contender("HIPS autograd", "autograd", autograd_setup(ag)))
+    return rows
+
+
 _LIMITER: Any = None
 _TORCH_THREADS: int | None = None
 

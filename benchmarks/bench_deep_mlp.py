@@ -67,11 +67,7 @@ def cases(quick: bool = False) -> list[H.Case]:
     layers = 8 if quick else LAYERS
     rows = [H.Contender("chainrule", "chainrule", _chainrule(layers)),
             H.Contender("NumPy (hand-written)", "numpy", _numpy(layers))]
-    torch, ag = H.peer("torch"), H.hips_autograd()
-    if torch is not None:
-        rows.append(H.Contender("PyTorch eager", "torch", _torch(torch, layers)))
-    if ag is not None:
-        rows.append(H.Contender("HIPS autograd", "autograd", _autograd(ag, layers)))
+    rows += H.peer_rows(lambda torch: _torch(torch, layers), lambda ag: _autograd(ag, layers))
     return [H.Case("deep_mlp", f"{layers} layers x {WIDTH}, batch {BATCH}, float32, fwd+bwd", rows,
                    targets=[H.Target(f"deep MLP ({layers}x{WIDTH}) vs hand-written NumPy", "chainrule",
                                      "NumPy (hand-written)", 1.20)],

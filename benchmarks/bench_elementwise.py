@@ -106,14 +106,10 @@ def _autograd(ag):
 def cases(quick: bool = False) -> list[H.Case]:
     rows = [H.Contender("chainrule", "chainrule", _chainrule),
             H.Contender("NumPy (hand-written)", "numpy", _numpy)]
-    torch, ag = H.peer("torch"), H.hips_autograd()
-    if torch is not None:
-        rows.append(H.Contender("PyTorch eager", "torch", _torch(torch)))
-    if ag is not None:
-        rows.append(H.Contender("HIPS autograd", "autograd", _autograd(ag)))
+    rows += H.peer_rows(_torch, _autograd)
     rows[0].check = "chainrule"
     targets = [H.Target("elementwise chain: per-op overhead vs PyTorch eager", "chainrule",
-                        "PyTorch eager", 0.8)] if torch is not None else []
+                        "PyTorch eager", 0.8)] if any(r.name == "PyTorch eager" for r in rows) else []
     return [H.Case("elementwise_chain", f"{N_OPS}-op elementwise chain on float64[10], fwd+bwd",
                    rows, unit="us/op", per=N_OPS, targets=targets, rtol=1e-10, atol=1e-12,
                    notes=H.skip_note(["torch", "autograd", "jax"]))]

@@ -60,11 +60,7 @@ def _autograd(ag):
 def cases(quick: bool = False) -> list[H.Case]:
     rows = [H.Contender("chainrule", "chainrule", _chainrule),
             H.Contender("NumPy (hand-written)", "numpy", _numpy)]
-    torch, ag = H.peer("torch"), H.hips_autograd()
-    if torch is not None:
-        rows.append(H.Contender("PyTorch eager", "torch", _torch(torch)))
-    if ag is not None:
-        rows.append(H.Contender("HIPS autograd", "autograd", _autograd(ag)))
+    rows += H.peer_rows(_torch, _autograd)
     return [H.Case("mlp_step", "MLP 784-512-512-10, batch 64, float32, softmax-CE, fwd+bwd", rows,
                    targets=[H.Target("MLP step vs hand-written NumPy", "chainrule",
                                      "NumPy (hand-written)", 1.10)],
