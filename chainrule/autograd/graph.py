@@ -38,16 +38,17 @@ class Node:
         data = out.data
         self.metas = ((data.shape, data.dtype),)     # (shape, dtype) per output
         self.out_data = data if prim.save_out else None
-        saved = versions = None                      # versions: [(input index, version when saved)]
+        saved = versions = None     # versions: {input index: version when saved}, only if not 0
         if idx:
             n = len(xs)
             saved = [None] * n
-            versions = []
             for i in idx:
                 if i < n:
                     x = saved[i] = xs[i]
-                    if isinstance(x, _Tensor):
-                        versions.append((i, x._version))
+                    if isinstance(x, _Tensor) and x._version:
+                        if versions is None:
+                            versions = {}
+                        versions[i] = x._version
         self.versions = versions
         self.saved = saved if saved is not None else ()
         if rare:
@@ -94,19 +95,18 @@ class Node:
                              f"directly access saved values after they were freed). Saved "
                              f"intermediate values are freed after .backward() or autograd.grad(); "
                              f"pass retain_graph=True to the first call if you need to backward twice")
-        if self.versions:
-            for i, v in self.versions:
-                x = saved[i]
-                if type(x) is Packed:
-                    x = x.source()
-                    if x is None:       # the tensor is gone, so nothing can have modified it
-                        continue
-                if x._version != v:
-                    raise GraphError(
-                        f"{self.name}: one of the values needed for gradient computation has been "
-                        f"modified by an in-place operation: input {i} of shape {tuple(x.shape)} is at "
-                        f"version {x._version}; expected version {v}. Use an out-of-place op "
-                        f"(x = x + y instead of x += y) or .clone() before modifying it")
+        versions = self.versions or {}
+        for i, x in enumerate(saved):
+            if type(x) is Packed:
+                x = x.source()
+                if x is None:           # the tensor is gone, so nothing can have modified it
+                    continue
+            if isinstance(x, _Tensor) and x._version != versions.get(i, 0):
+                raise GraphError(
+                    f"{self.name}: one of the values needed for gradient computation has been "
+                    f"modified by an in-place operation: input {i} of shape {tuple(x.shape)} is at "
+                    f"version {x._version}; expected version {versions.get(i, 0)}. Use an "
+                    f"out-of-place op (x = x + y instead of x += y) or .clone() before modifying it")
         out = self.out_data
         if type(out) is Packed:
             out = out.unpack(tensor_mode)
@@ -144,15 +144,16 @@ class Node:
         if tensor_mode or self.extra is not None or saved is _FREED or type(self.out_data) is Packed:
             xs, out = self.unpack(tensor_mode)
         else:                                  # the fast path: ndarrays, no hooks (plain loops: 3.11)
-            if self.versions:
-                for i, v in self.versions:
-                    if saved[i]._version != v:
-                        self.unpack(False)     # raises the in-place modification error
             out = self.out_data
             if saved:
                 xs = []
                 for x in saved:
-                    xs.append(x.data if isinstance(x, _Tensor) else x)
+                    if isinstance(x, _Tensor):
+                        if x._version:
+                            self.unpack(False)     # checks versions: raises if modified in place
+                        xs.append(x.data)
+                    else:
+                        xs.append(x)
             else:
                 xs = (None,) * len(self.edges)
         prim, params, edges = self.prim, self.params, self.edges

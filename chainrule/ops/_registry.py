@@ -132,16 +132,20 @@ def apply(prim: Primitive, xs: tuple, params: dict | None = None) -> Any:
             ob.on_op(prim, datas, params or {}, out_data)
     if not has_tensor:
         return out_data
-    out_dtype = getattr(out_data, "dtype", None)
-    if out_dtype in _WIDE and out_dtype != getattr(datas[0], "dtype", None) \
-            and not (params and "dtype" in params):
-        out_data = _keep_low_precision(datas, out_data)   # (cheap test first: the hot path skips it)
+    if type(out_data) is not ndarray:
+        out_data = np.asarray(out_data)
+    out_dtype = out_data.dtype
+    x0 = datas[0]
+    if (type(x0) is not ndarray or out_dtype is not x0.dtype) and out_dtype in _WIDE \
+            and out_dtype != getattr(x0, "dtype", None) and not (params and "dtype" in params):
+        out_data = _keep_low_precision(datas, out_data)   # (cheap tests first: the hot path skips it)
     out = _new(Tensor)                # wrap(), inlined: the hot path
-    out.data = out_data if type(out_data) is ndarray else np.asarray(out_data)
-    out.grad_fn = None
-    out._requires_grad = False
+    out.data = out_data
     if record and st["grad_enabled"] and prim.vjps is not None:
-        _record(prim, xs, params or _NO_PARAMS, out, rare)
+        _record(prim, xs, params or _NO_PARAMS, out, rare)     # sets grad_fn, _requires_grad
+    else:
+        out.grad_fn = None
+        out._requires_grad = False
     if rare and st["fw_levels"] and prim.jvps is not None:
         push_tangents(prim, xs, params or _NO_PARAMS, out)
     return out

@@ -329,3 +329,18 @@ def test_numpy_functions_dispatch(func):
     out = func(x)
     assert isinstance(out, cr.Tensor) and out.requires_grad
     np.testing.assert_allclose(out.data, func(data))
+
+
+def test_ops_and_backward_work_in_a_fresh_thread():
+    results = []
+
+    def work():
+        x = cr.tensor([1.0, 2.0], requires_grad=True)
+        (cr.tanh(x) * x).sum().backward()
+        results.append(x.grad.data.copy())
+
+    t = threading.Thread(target=work)
+    t.start()
+    t.join()
+    x = np.array([1.0, 2.0])
+    np.testing.assert_allclose(results[0], np.tanh(x) + x * (1 - np.tanh(x) ** 2), rtol=1e-6)
