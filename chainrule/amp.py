@@ -202,7 +202,10 @@ class GradScaler:
         st["stage"] = "unscaled"
         for p in params:
             g = raw(p.grad)
-            p.grad = wrap((g.astype(float32) * inv_scale).astype(g.dtype))
+            if g.dtype in LOW_PRECISION:      # float32/float64 gradients keep their precision
+                p.grad = wrap((g.astype(float32) * inv_scale).astype(g.dtype))
+            else:
+                p.grad = wrap(g * g.dtype.type(1.0 / np.float64(self._scale)))
 
     def step(self, optimizer: Any, *args: Any, **kwargs: Any) -> Any:
         """``optimizer.step()`` unless a gradient is inf/NaN (then the step is skipped); returns its result."""

@@ -33,11 +33,13 @@ log = logging.getLogger("chainrule.checkpoint")
 _ANCHOR = Tensor(np.zeros((), np.float32), requires_grad=True)   # records the node when no arg requires grad
 
 
-def checkpoint(fn: Callable, *args: Any, preserve_rng_state: bool = True, **kwargs: Any) -> Any:
+def checkpoint(fn: Callable, *args: Any, preserve_rng_state: bool = True,
+               use_reentrant: bool | None = None, **kwargs: Any) -> Any:
     """Run ``fn(*args, **kwargs)`` saving only ``args``; recompute it during backward.
 
     ``fn`` returns a Tensor or a tuple. With ``preserve_rng_state`` the recomputation sees the same
     random numbers (chainrule's default generator and NumPy's global RNG), so dropout masks match.
+    ``use_reentrant`` is accepted for PyTorch compatibility and changes nothing (see docs/memory.md).
 
     >>> import chainrule as cr
     >>> x = cr.tensor([0.5, 1.0], requires_grad=True)
@@ -50,8 +52,9 @@ def checkpoint(fn: Callable, *args: Any, preserve_rng_state: bool = True, **kwar
     st = STATE
     if not st.grad_enabled:
         return fn(*args)                 # nothing would be saved anyway
-    if st.fw_levels and any(isinstance(a, Tensor) and a._tangents for a in args):
-        return fn(*args)                 # forward mode saves nothing: running fn is its jvp
+    if st.fw_levels:
+        return fn(*args)                 # forward mode saves nothing: running fn is its jvp (tangents
+                                         # may also come from tensors fn closes over)
     if not any(isinstance(a, Tensor) and a.requires_grad for a in args):
         args = args + (_ANCHOR,)         # fn may still close over parameters
         return _Checkpoint.apply(_drop_last(fn), preserve_rng_state, *args)
@@ -142,12 +145,13 @@ def _closure_leaves(roots: list, wanted: list) -> list:
 # ----- sequential models -----
 def checkpoint_sequential(functions: Sequence[Callable], segments: int | CheckpointPlan | None,
                           input: Any, *, preserve_rng_state: bool = True,
-                          memory_budget: int | None = None) -> Any:
+                          memory_budget: int | None = None, use_reentrant: bool | None = None) -> Any:
     """Run ``functions`` in order, checkpointing segments of them (PyTorch's argument order).
 
     ``segments=None`` splits into about √N segments of near-equal length; as in PyTorch the last
     segment runs without checkpointing. With ``memory_budget`` (bytes) the placement comes from
-    ``plan_checkpoints`` (measured on the first call, then cached).
+    ``plan_checkpoints`` (measured on the first call, then cached). ``use_reentrant`` is accepted
+    for PyTorch compatibility and changes nothing.
 
     >>> import chainrule as cr
     >>> layers = [cr.tanh] * 9

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from . import ops
+from . import _dtypes, ops
 from ._backend import np
 from .random import get_generator
 from .tensor import Tensor, as_tensor, wrap
@@ -25,7 +25,12 @@ def _shape(sample_shape: Any, batch_shape: tuple) -> tuple:
 
 
 def _param(x: Any) -> Tensor:
-    return x if isinstance(x, Tensor) else as_tensor(x)
+    """A parameter as a floating Tensor: integers and bools take the default float dtype (as in
+    ``torch.distributions``), so ``Normal(0, 1)`` samples floats rather than rounding to ints."""
+    t = x if isinstance(x, Tensor) else as_tensor(x)
+    if not _dtypes.is_floating(t.dtype):
+        t = wrap(np.asarray(t.data, dtype=_dtypes.get_default_dtype()))
+    return t
 
 
 def _probs_and_logits(probs: Any, logits: Any, who: str, normalize: Any,
@@ -115,8 +120,9 @@ class Bernoulli:
 def _bernoulli_pair(probs: Any, logits: Any) -> Tensor:
     if probs is None:
         return ops.sigmoid(logits)
-    eps = np.finfo(probs.dtype).tiny
-    return ops.log(probs + eps) - ops.log1p(eps - probs)
+    eps = float(np.finfo(probs.dtype).eps)       # torch's clamp_probs: finite logits at p = 0 and 1
+    p = ops.clip(probs, eps, 1.0 - eps)
+    return ops.log(p) - ops.log1p(-p)
 
 
 class Categorical:

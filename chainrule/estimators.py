@@ -125,7 +125,13 @@ def _per_sample(x: Any, n: int) -> Tensor:
 
 
 def reparam_estimator(make_dist: Callable[[Tensor], Any], f: Callable[[Tensor], Any]) -> Callable:
-    """Estimator for ``report``: f(rsample) with a reparameterized sample (pathwise gradient)."""
+    """Estimator for ``report``: f(rsample) with a reparameterized sample (pathwise gradient).
+
+    >>> import chainrule as cr, numpy as np
+    >>> est = cr.estimators.reparam_estimator(lambda m: cr.distributions.Normal(m, 1.0), lambda z: z)
+    >>> est(cr.tensor(np.zeros(4), requires_grad=True), np.random.default_rng(0)).shape
+    (4,)
+    """
     def estimate(theta: Tensor, generator: Any) -> Tensor:
         z = make_dist(theta).rsample(generator=generator)
         return _per_sample(f(z), theta.shape[0])
@@ -134,7 +140,14 @@ def reparam_estimator(make_dist: Callable[[Tensor], Any], f: Callable[[Tensor], 
 
 def reinforce_estimator(make_dist: Callable[[Tensor], Any], f: Callable[[Any], Any],
                         baseline: Any = None) -> Callable:
-    """Estimator for ``report``: the score-function surrogate of f at a (detached) sample."""
+    """Estimator for ``report``: the score-function surrogate of f at a (detached) sample.
+
+    >>> import chainrule as cr, numpy as np
+    >>> bern = lambda p: cr.distributions.Bernoulli(probs=p)
+    >>> est = cr.estimators.reinforce_estimator(bern, lambda z: z, baseline="mean")
+    >>> est(cr.tensor(np.full(4, 0.5), requires_grad=True), np.random.default_rng(0)).shape
+    (4,)
+    """
     def estimate(theta: Tensor, generator: Any) -> Tensor:
         dist = make_dist(theta)
         z = dist.sample(generator=generator)

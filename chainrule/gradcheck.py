@@ -210,7 +210,15 @@ def gradcheck(fn: Callable, inputs: Any, eps: float = 1e-6, atol: float = 1e-5, 
 
 def locate_wrong_rule(fn: Callable, inputs: Sequence[Any], mode: str = "reverse",
                       eps: float = 1e-6) -> str | None:
-    """Replay every op ``fn`` runs, alone on its recorded float64 inputs; name the first wrong rule."""
+    """Replay every op ``fn`` runs, alone on its recorded float64 inputs; name the first wrong rule.
+
+    Returns None when every rule agrees with finite differences.
+
+    >>> import chainrule as cr
+    >>> x = cr.tensor([0.3, 0.7], dtype=cr.float64)
+    >>> locate_wrong_rule(lambda x: cr.tanh(x) * x, [x]) is None
+    True
+    """
     xs = [Tensor(np.array(x.data, dtype=np.float64), requires_grad=True)
           if isinstance(x, Tensor) and x.dtype.kind == "f" else x for x in inputs]
     with _Tracer(keep_ops=True) as tr, enable_grad():

@@ -9,7 +9,8 @@ r(z, p) = 0 (r = f - z for a fixed point) and R_z, R_p its partial Jacobians,
 
 with a matrix-free Krylov method (GMRES) or, for fixed points, the fixed-point iteration
 u = ḡ + (∂f/∂z)ᵀ u. The gradient does not depend on z0. Derivatives are first order: a
-``create_graph`` backward through the solve raises instead of returning a wrong zero.
+``create_graph`` backward through the solve raises instead of returning a wrong zero, and so does
+a backward when ``f`` closes over tensors that require grad (pass them as params instead).
 """
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from ._backend import np
 from .autograd import engine
 from .autograd.forward import dual_level, make_dual, unpack_dual
 from .autograd.function import Function
+from .checkpoint import _closure_leaves
 from .errors import ChainruleError, GraphError, ShapeError
 from .grad_mode import STATE, enable_grad, no_grad
 from .ops._registry import raw
@@ -160,6 +162,8 @@ class ImplicitSolve(Function):
         fixed = [wrap(raw(p)) if isinstance(p, Tensor) else p for p in params]   # no tangents
         z = problem.solve(z0d.astype(dtype), fixed, _tol(problem, dtype))
         out = wrap(np.asarray(z, dtype=dtype).reshape(z0d.shape))
+        if STATE.fw_levels:
+            _check_closure_tangents(problem, out, fixed)
         ctx.problem = problem
         ctx.save_for_backward(out, *params)
         return out
@@ -172,6 +176,9 @@ class ImplicitSolve(Function):
                              f"are not supported (backward was called with create_graph=True); "
                              f"differentiate the unrolled iterations instead")
         z, *params = ctx.saved_tensors
+        if any(_live_tangents(v) for v in (gz, *params)):
+            raise GraphError(f"{problem.name}: {_NO_SECOND_ORDER} (here: forward over reverse, "
+                             f"e.g. hvp, hessian or jvp of grad)")
         need = ctx.needs_input_grad[2:]
         with enable_grad():
             zt = Tensor(np.array(z.data), requires_grad=True)
@@ -180,6 +187,14 @@ class ImplicitSolve(Function):
             r = problem.residual(zt, *pts)
         if not isinstance(r, Tensor) or not r.requires_grad:
             return (None, None) + tuple(None for _ in params)
+        hidden = _closure_leaves([r], [zt] + [p for p in pts if isinstance(p, Tensor)])
+        if hidden:
+            shapes = ", ".join(str(tuple(t.shape)) for t in hidden)
+            raise GraphError(f"{problem.name}: the function closes over {len(hidden)} tensor(s) that "
+                             f"require grad (shapes {shapes}); their gradients would be silently "
+                             f"lost, because the implicit backward differentiates only with respect "
+                             f"to params. Pass them as params: {problem.name}(f, z0, *params) with f "
+                             f"taking (z, *params)")
         shape, dtype = z.shape, z.dtype
         g = np.asarray(raw(gz), dtype=np.float64).ravel()
 
@@ -203,6 +218,9 @@ class ImplicitSolve(Function):
     def jvp(ctx: Any, t_problem: Any, tz0: Any, *tps: Any) -> Tensor:
         problem = ctx.problem
         z, *params = ctx.saved_tensors
+        if any(_live_tangents(v, visible=True) for v in (*params, *tps)):
+            raise GraphError(f"{problem.name}: {_NO_SECOND_ORDER} (here: forward over forward, "
+                             f"e.g. jvp of jvp or jacfwd of jacfwd)")
         zd = np.asarray(z.data)
         fixed = [wrap(raw(p)) if isinstance(p, Tensor) else p for p in params]
         rhs = -problem.jvp(zd, fixed, None, [None if t is None else raw(t) for t in tps]).ravel()
@@ -213,7 +231,49 @@ class ImplicitSolve(Function):
 
         tol = _tol(problem, zd.dtype)
         tz = gmres(rz, rhs, tol=tol, max_iter=problem.max_iter, who=f"{problem.name} jvp")
-        return wrap(tz.reshape(zd.shape).astype(zd.dtype))
+        out = wrap(tz.reshape(zd.shape).astype(zd.dtype))
+        graph = [v for v in (*params, *tps) if isinstance(v, Tensor) and v.requires_grad]
+        if graph and STATE.grad_enabled:     # a backward through this tangent must not give zero
+            out = _FirstOrderOnly.apply(problem.name, out, *graph)
+        return out
+
+
+_NO_SECOND_ORDER = ("second derivatives through the implicit solve are not supported; the result "
+                    "would silently miss the solve's second-order terms. Differentiate the unrolled "
+                    "iterations instead")
+
+
+class _FirstOrderOnly(Function):
+    """Identity on an implicit JVP's tangent whose backward raises (reverse over forward)."""
+
+    @staticmethod
+    def forward(ctx: Any, name: str, t: Tensor, *graph: Any) -> Tensor:
+        ctx.name = name
+        return t
+
+    @staticmethod
+    def backward(ctx: Any, g: Any) -> tuple:
+        raise GraphError(f"{ctx.name}: {_NO_SECOND_ORDER} (here: reverse over forward, e.g. grad "
+                         f"of jvp or jacrev of jacfwd)")
+
+
+def _live_tangents(v: Any, visible: bool = False) -> bool:
+    """Does ``v`` carry a forward-mode tangent of an active level (and, with ``visible``, of a level
+    not hidden while a JVP rule runs, i.e. of an enclosing forward pass)?"""
+    st = STATE
+    return isinstance(v, Tensor) and bool(v._tangents) and any(
+        lv in st.fw_levels and (not visible or lv <= st.fw_visible) for lv in v._tangents)
+
+
+def _check_closure_tangents(problem: _Problem, z: Tensor, params: list) -> None:
+    """Under forward mode: tangents may enter only through params, never through a closure."""
+    with no_grad():
+        r = problem.residual(z, *params)      # z and params carry no tangents here
+    if _live_tangents(r):
+        raise GraphError(f"{problem.name}: the function closes over a tensor that carries a "
+                         f"forward-mode tangent (jvp / jacfwd / forward_ad); its effect on the "
+                         f"solution would be silently lost. Pass it as a param: "
+                         f"{problem.name}(f, z0, *params) with f taking (z, *params)")
 
 
 def _richardson(matvec: Callable, g: np.ndarray, tol: float, max_iter: int, who: str) -> np.ndarray:
@@ -269,6 +329,11 @@ def fixed_point(f: Callable, z0: Any, *params: Any, tol: float | None = None, ma
 
 
 def dtype_of(x: Any) -> np.dtype:
+    """The floating dtype a solve runs in for ``x`` (its own if floating, else float64).
+
+    >>> dtype_of(1)
+    dtype('float64')
+    """
     d = np.asarray(raw(x)).dtype
     return d if d.kind == "f" else np.dtype(np.float64)
 

@@ -40,14 +40,14 @@ def _nary(core: Callable, f: Fn, argnums: int | Sequence[int], who: str, **kw: A
     single = isinstance(argnums, int)
     _positions(argnums, None, who)
 
-    def transformed(*args: Any) -> Any:
+    def transformed(*args: Any, **kwargs: Any) -> Any:
         pos = _positions(argnums, args, who)
 
         def fun(primal: Any) -> Any:
             new = list(args)
             for i, value in zip(pos, (primal,) if single else primal):
                 new[i] = value
-            return f(*new)
+            return f(*new, **kwargs)        # keyword arguments pass through, undifferentiated
 
         primal = args[pos[0]] if single else tuple(args[i] for i in pos)
         labels = _Labels(primal, None if single else pos, pos[0])
@@ -362,8 +362,8 @@ def grad(f: Fn, argnums: int | Sequence[int] = 0, has_aux: bool = False) -> Fn:
     """
     value_grad = _nary(_value_and_grad, f, argnums, "grad", has_aux=has_aux)
 
-    def gradient(*args: Any) -> Any:
-        value, g = value_grad(*args)
+    def gradient(*args: Any, **kwargs: Any) -> Any:
+        value, g = value_grad(*args, **kwargs)
         return (g, value[1]) if has_aux else g
     gradient.__name__ = value_grad.__name__
     return gradient
@@ -465,27 +465,27 @@ class Jacobian:
         self._rev = jacrev(f, argnums, has_aux)
         self._sizes: dict = {}
 
-    def mode_for(self, *args: Any) -> str:
+    def mode_for(self, *args: Any, **kwargs: Any) -> str:
         """The mode a call with these arguments uses: ``"forward"`` if n < m else ``"reverse"``."""
         if self.mode != "auto":
             return self.mode
-        key = _signature(args)
+        key = _signature((args, kwargs) if kwargs else args)
         n_m = self._sizes.get(key) if key is not None else None
         if n_m is not None:                 # seen this signature: both sizes are known
             return "forward" if n_m[0] < n_m[1] else "reverse"
         n = sum(np.size(x.data if isinstance(x, Tensor) else x)
                 for i in _positions(self.argnums, args, "jacobian") for x in tree.flatten(args[i])[0])
         with no_grad():
-            res = self.f(*args)
+            res = self.f(*args, **kwargs)
         out, _ = _split_aux(res, self.has_aux, "jacobian")
         m = sum(np.size(o.data if isinstance(o, Tensor) else o) for o in tree.flatten(out)[0])
         if key is not None:
             self._sizes[key] = (n, m)
         return "forward" if n < m else "reverse"
 
-    def __call__(self, *args: Any) -> Any:
-        self.last_mode = self.mode_for(*args)
-        return (self._fwd if self.last_mode == "forward" else self._rev)(*args)
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        self.last_mode = self.mode_for(*args, **kwargs)
+        return (self._fwd if self.last_mode == "forward" else self._rev)(*args, **kwargs)
 
     def __repr__(self) -> str:
         return f"<jacobian of {getattr(self.f, '__name__', 'f')}, mode={self.mode!r}>"

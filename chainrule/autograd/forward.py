@@ -10,7 +10,8 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
-from ..errors import ShapeError
+from .._dtypes import is_floating
+from ..errors import DTypeError, ShapeError
 from ..grad_mode import STATE, refresh_rare
 
 _level_ids = itertools.count(1)
@@ -99,7 +100,14 @@ def _current_level(level: int | None) -> int:
 
 
 def make_dual(primal: Any, tangent: Any, level: int | None = None) -> Any:
-    """Return a view of ``primal`` that carries ``tangent`` at the current level."""
+    """Return a view of ``primal`` that carries ``tangent`` at the current level.
+
+    >>> import chainrule as cr
+    >>> from chainrule import forward_ad as fwAD
+    >>> with fwAD.dual_level():
+    ...     fwAD.unpack_dual(cr.sin(fwAD.make_dual(cr.tensor(0.0), cr.tensor(2.0)))).tangent
+    tensor(2.)
+    """
     level = _current_level(level)
     if not isinstance(primal, Tensor):
         primal = Tensor(primal)
@@ -108,8 +116,11 @@ def make_dual(primal: Any, tangent: Any, level: int | None = None) -> Any:
     if tangent.shape != primal.shape:
         raise ShapeError(f"make_dual: tangent shape {tangent.shape} does not match primal shape "
                          f"{primal.shape}")
+    if not is_floating(primal.dtype):
+        raise DTypeError(f"make_dual: the primal has dtype {primal.dtype} (shape {primal.shape}); only "
+                         f"floating tensors carry tangents. Cast it first, e.g. .astype(cr.float64)")
     if tangent.dtype != primal.dtype:
-        raise ShapeError(f"make_dual: tangent dtype {tangent.dtype} does not match primal dtype "
+        raise DTypeError(f"make_dual: tangent dtype {tangent.dtype} does not match primal dtype "
                          f"{primal.dtype}; cast it with .astype({primal.dtype})")
     dual = _ops.alias(primal)
     if not isinstance(dual, Tensor):
@@ -133,7 +144,14 @@ class UnpackedDual(tuple):
 
 
 def unpack_dual(tensor: Any, level: int | None = None) -> UnpackedDual:
-    """Split a dual tensor into (primal, tangent) at the current level; tangent None if it has none."""
+    """Split a dual tensor into (primal, tangent) at the current level; tangent None if it has none.
+
+    >>> import chainrule as cr
+    >>> from chainrule import forward_ad as fwAD
+    >>> with fwAD.dual_level():
+    ...     fwAD.unpack_dual(cr.tensor(1.0)).tangent is None
+    True
+    """
     level = _current_level(level)
     if not isinstance(tensor, Tensor) or not tensor._tangents or level not in tensor._tangents:
         return UnpackedDual((tensor, None))

@@ -17,6 +17,7 @@ class FunctionCtx:
         self._versions: tuple = ()
         self.needs_input_grad: tuple = ()
         self.non_differentiable: set = set()
+        self._who = "saved_tensors"       # "MyFnBackward" once Function.apply made this ctx
 
     def save_for_backward(self, *tensors: Any) -> None:
         """Keep tensors for backward; they are checked against in-place changes and freed after use."""
@@ -29,12 +30,13 @@ class FunctionCtx:
     @property
     def saved_tensors(self) -> tuple:
         if self._saved is _FREED:
-            raise GraphError("saved_tensors: the saved values were freed by a previous backward; pass "
-                             "retain_graph=True to backward if you need to run it twice")
+            raise GraphError(f"{self._who}: the saved values were freed by a previous backward; pass "
+                             f"retain_graph=True to backward if you need to run it twice")
         for i, (t, v) in enumerate(zip(self._saved, self._versions)):
             if v is not None and t._version != v:
-                raise GraphError(f"saved_tensors: saved tensor {i} (shape {t.shape}) was modified in "
-                                 f"place after it was saved (version {t._version}, expected {v})")
+                raise GraphError(f"{self._who}: saved tensor {i} (shape {t.shape}) was modified in "
+                                 f"place after it was saved (version {t._version}, expected {v}); "
+                                 f"use an out-of-place op or .clone() before modifying it")
         return self._saved
 
     def mark_non_differentiable(self, *tensors: Any) -> None:
@@ -131,6 +133,7 @@ class Function:
     @classmethod
     def apply(cls, *args: Any, **kwargs: Any) -> Any:
         ctx = FunctionCtx()
+        ctx._who = f"{cls.__name__}Backward"
         record = STATE.grad_enabled and any(isinstance(a, Tensor) and a.requires_grad for a in args)
         ctx.needs_input_grad = tuple(record and isinstance(a, Tensor) and a.requires_grad for a in args)
         with no_grad():

@@ -231,8 +231,11 @@ class Packed:
     def __init__(self, obj: Any, unpack_fn: Callable, source: Any) -> None:
         self.obj, self.unpack_fn = obj, unpack_fn
         self.source = weakref.ref(source)   # a strong ref would keep the unpacked array alive
-        self.grad_fn = getattr(source, "grad_fn", None)
-        self.nr = getattr(source, "_nr", 0)
+        self.grad_fn, self.nr = None, 0
+        if isinstance(source, _Tensor) and source._requires_grad:
+            # a leaf's unpacked value must still lead to the leaf (its AccumulateGrad node), or a
+            # create_graph backward would lose every term through it
+            self.grad_fn, self.nr = source._edge()
 
     def unpack(self, tensor_mode: bool) -> Any:
         value = self.unpack_fn(self.obj)

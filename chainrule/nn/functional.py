@@ -125,8 +125,15 @@ def dropout(x: Any, p: float = 0.5, training: bool = True, generator: Any = None
 
 def layer_norm(x: Any, normalized_shape: tuple, weight: Any = None, bias: Any = None,
                eps: float = 1e-5) -> Any:
-    """Normalize over the trailing ``normalized_shape`` axes (biased variance, as PyTorch)."""
+    """Normalize over the trailing ``normalized_shape`` axes (biased variance, as PyTorch).
+
+    >>> import chainrule as cr
+    >>> cr.nn.functional.layer_norm(cr.tensor([[1.0, 3.0]]), 2)
+    tensor([[-0.999995,  0.999995]])
+    """
     shape = np.shape(raw(x))
+    if np.ndim(normalized_shape) == 0:
+        normalized_shape = (int(normalized_shape),)
     k = len(normalized_shape)
     if tuple(shape[len(shape) - k:]) != tuple(normalized_shape):
         raise ShapeError(f"layer_norm: input of shape {shape} does not end in normalized_shape "
@@ -185,11 +192,12 @@ def conv2d(x: Any, weight: Any, bias: Any = None, stride: Any = 1, padding: Any 
     (1, 2, 2, 2)
     """
     o, c, kh, kw = np.shape(raw(weight))
-    n, cx = np.shape(raw(x))[:2]
-    if cx != c:
-        raise ShapeError(f"conv2d: input has {cx} channels but the weight {np.shape(raw(weight))} "
-                         f"expects {c}; set in_channels={cx}")
-    p = _patches(x, (kh, kw), _pair(stride), _pair(padding), "conv2d")
+    xs = np.shape(raw(x))
+    if len(xs) == 4 and xs[1] != c:
+        raise ShapeError(f"conv2d: input has {xs[1]} channels but the weight {np.shape(raw(weight))} "
+                         f"expects {c}; set in_channels={xs[1]}")
+    p = _patches(x, (kh, kw), _pair(stride), _pair(padding), "conv2d")   # checks (N, C, H, W)
+    n = xs[0]
     _, _, _, ho, wo = np.shape(raw(p))
     cols = ops.reshape(ops.transpose(p, (0, 3, 4, 1, 2)), (n * ho * wo, c * kh * kw))
     out = ops.matmul(cols, ops.transpose(ops.reshape(weight, (o, c * kh * kw))))

@@ -36,6 +36,19 @@ class Parameter(Tensor):
         return "Parameter(" + super().__repr__() + ")"
 
 
+def zero_grads(params: Any, set_to_none: bool = True) -> None:
+    """Drop (``set_to_none``) or zero in place the ``.grad`` of ``params`` (PyTorch's semantics:
+    the in-place variant keeps the same gradient tensor, detached from any graph)."""
+    for p in params:
+        if p.grad is None:
+            continue
+        if set_to_none:
+            p.grad = None
+        else:
+            p.grad = p.grad.detach_()
+            p.grad.zero_()
+
+
 class RemovableHandle:
     """Returned by the ``register_*_hook`` methods; ``handle.remove()`` unregisters the hook."""
 
@@ -209,13 +222,7 @@ class Module:
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         """Clear the gradients of all parameters (to None, or to zeros in place)."""
-        for p in self.parameters():
-            if p.grad is None:
-                continue
-            if set_to_none:
-                p.grad = None
-            else:
-                p.grad = Tensor(np.zeros_like(p.grad.data))
+        zero_grads(self.parameters(), set_to_none)
 
     def requires_grad_(self, flag: bool = True) -> Module:
         for p in self.parameters():

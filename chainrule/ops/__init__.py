@@ -80,7 +80,33 @@ def dispatch_function(func: Any, args: tuple, kwargs: dict) -> Any:
     fn = _FUNCTIONS.get(func)
     if fn is None:
         return _fallback(f"numpy.{func.__name__}", lambda *xs: func(*xs, **kwargs), args)
+    names = _NUMPY_ORDER.get(func)
+    if names is not None:
+        args, kwargs = _numpy_keywords(func, fn, names, args, kwargs)
     return fn(*args, **kwargs)
+
+
+# NumPy's positional order for reductions whose chainrule signature is (x, axis, keepdims, ...)
+_REDUCE_ORDER = ("axis", "dtype", "out", "keepdims")
+_NUMPY_ORDER = {np.sum: _REDUCE_ORDER, np.mean: _REDUCE_ORDER, np.prod: _REDUCE_ORDER,
+                np.var: ("axis", "dtype", "out", "ddof", "keepdims"),
+                np.std: ("axis", "dtype", "out", "ddof", "keepdims"),
+                np.max: ("axis", "out", "keepdims"), np.amax: ("axis", "out", "keepdims"),
+                np.min: ("axis", "out", "keepdims"), np.amin: ("axis", "out", "keepdims"),
+                np.cumsum: ("axis", "dtype", "out"), np.cumprod: ("axis", "dtype", "out")}
+
+
+def _numpy_keywords(func: Any, fn: Any, names: tuple, args: tuple, kwargs: dict) -> tuple:
+    """Bind NumPy's positional arguments by name; refuse ``out=``; apply ``dtype`` by a cast."""
+    kwargs = {**dict(zip(names, args[1:])), **kwargs}
+    if kwargs.pop("out", None) is not None:
+        raise TypeError(f"numpy.{func.__name__} on a Tensor: out= is not supported (chainrule ops "
+                        f"return new tensors); assign the result instead")
+    x = args[0]
+    dtype = kwargs.pop("dtype", None) if fn not in (sum, mean) else kwargs.get("dtype")
+    if dtype is not None and fn not in (sum, mean):
+        x = astype(x, dtype)
+    return (x,), kwargs
 
 
 def _fallback(name: str, call: Any, args: tuple) -> Any:

@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import Any, Callable, Sequence
 
 from .._backend import ndarray, np
-from .._dtypes import LOW_PRECISION, is_floating
+from .._dtypes import LOW_PRECISION, get_default_dtype, is_floating
 from ..errors import ShapeError, describe
 from ..grad_mode import STATE
 
@@ -121,6 +121,8 @@ def apply(prim: Primitive, xs: tuple, params: dict | None = None) -> Any:
             datas.append(x.data)
             if x._requires_grad:
                 record = True
+        elif type(x) is list or type(x) is tuple:
+            datas.append(_python_array(x))
         else:
             datas.append(x)
     try:
@@ -171,6 +173,12 @@ def _keep_low_precision(datas: list, out_data: Any) -> Any:
     except TypeError:               # e.g. bfloat16 with float16: NumPy has no common type; keep its choice
         return out_data
     return out_data if want == out_data.dtype else out_data.astype(want)
+
+
+def _python_array(x: Any) -> Any:
+    """A list/tuple operand as an array: Python floats take the default dtype, as in cr.tensor."""
+    arr = np.asarray(x)
+    return arr.astype(get_default_dtype()) if arr.dtype == np.float64 else arr
 
 
 def raw(x: Any) -> Any:

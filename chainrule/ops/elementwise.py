@@ -159,10 +159,16 @@ def _dpow_dexp(out: Any, x: Any) -> Any:
     return where(x == 0, 0.0, out * log(where(x == 0, 1.0, x)))
 
 
+def _dpow_dbase(x: Any, y: Any) -> Any:
+    # d(x**y)/dx = y x**(y-1), taken as 0 where y == 0 (also at x == 0, where 0 * inf is NaN), as PyTorch
+    d = y * power(x, y - 1)
+    return where(y == 0, 0.0, d) if np.any(raw(y) == 0) else d
+
+
 POWER = defprim("power", np.power,
-                vjps=_keep_zero(lambda g, out, x, y: g * y * power(x, y - 1),
+                vjps=_keep_zero(lambda g, out, x, y: g * _dpow_dbase(x, y),
                                 lambda g, out, x, y: g * _dpow_dexp(out, x)),
-                jvps=_keep_zero(lambda t, out, x, y: t * y * power(x, y - 1),
+                jvps=_keep_zero(lambda t, out, x, y: t * _dpow_dbase(x, y),
                                 lambda t, out, x, y: t * _dpow_dexp(out, x)),
                 saves="x y out")
 
@@ -294,8 +300,9 @@ def nonzero(x: Any) -> tuple:
 
 def clip(x: Any, a_min: Any = None, a_max: Any = None) -> Any:
     """Limit values to [a_min, a_max]; the gradient passes where a_min <= x <= a_max."""
-    lo = -np.inf if a_min is None else a_min
-    hi = np.inf if a_max is None else a_max
+    kind = getattr(raw(x), "dtype", np.dtype(float)).kind
+    lo = (np.iinfo(raw(x).dtype).min if kind in "iu" else -np.inf) if a_min is None else a_min
+    hi = (np.iinfo(raw(x).dtype).max if kind in "iu" else np.inf) if a_max is None else a_max
     return apply(CLIP, (x, lo, hi))
 
 
@@ -330,24 +337,37 @@ remainder = mod
 
 
 def hypot(x: Any, y: Any) -> Any:
-    """``sqrt(x**2 + y**2)``, composite."""
-    return sqrt(x * x + y * y)
+    """``sqrt(x**2 + y**2)`` without overflow (scaled by max(|x|, |y|)), composite.
+
+    >>> import chainrule as cr
+    >>> cr.hypot(cr.tensor([3e19]), cr.tensor([4e19]))
+    tensor([5.e+19])
+    """
+    m = maximum(abs(x), abs(y))
+    safe = where((m == 0) | isinf(m), 1.0, m)
+    return where(isinf(m), m, safe * sqrt(square(x / safe) + square(y / safe)))
 
 
 def logaddexp(x: Any, y: Any) -> Any:
     """``log(exp(x) + exp(y))`` computed stably (composite)."""
     m = maximum(x, y)
-    return m + log1p(exp(-abs(x - y)))
+    same = x == y                    # also both -inf, where x - y is NaN
+    return m + log1p(exp(-abs(where(same, 0.0, x - y))))
 
 
 def fmax(x: Any, y: Any) -> Any:
-    """Elementwise maximum (NaNs ignored only as NumPy's maximum does: composite of maximum)."""
-    return maximum(x, y)
+    """Elementwise maximum ignoring NaNs, as ``numpy.fmax`` (composite of maximum).
+
+    >>> import chainrule as cr
+    >>> cr.fmax(cr.tensor([float("nan"), 1.0]), cr.tensor([2.0, 0.0]))
+    tensor([2., 1.])
+    """
+    return where(isnan(y), x, where(isnan(x), y, maximum(x, y)))
 
 
 def fmin(x: Any, y: Any) -> Any:
-    """Elementwise minimum (composite of minimum)."""
-    return minimum(x, y)
+    """Elementwise minimum ignoring NaNs, as ``numpy.fmin`` (composite of minimum)."""
+    return where(isnan(y), x, where(isnan(x), y, minimum(x, y)))
 
 
 from ..autograd import anomaly as _anomaly  # noqa: E402

@@ -7,7 +7,7 @@ Matmul-class ops on 16-bit or FP8 inputs accumulate in float32 and round the res
 from __future__ import annotations
 
 import string
-from typing import Any
+from typing import Any, NamedTuple
 
 from .._backend import np
 from .._dtypes import LOW_PRECISION
@@ -299,11 +299,22 @@ def det(x: Any) -> Any:
     return apply(DET, (x,))
 
 
-def slogdet(x: Any) -> tuple:
-    """(sign, log|det|); the sign has no gradient, log|det| has gradient inv(x)^T."""
+class SlogdetResult(NamedTuple):
+    """``(sign, logabsdet)``, with NumPy's field names."""
+    sign: Any
+    logabsdet: Any
+
+
+def slogdet(x: Any) -> SlogdetResult:
+    """(sign, log|det|) as ``numpy.linalg.slogdet``; the sign has no gradient, log|det| has inv(x)^T.
+
+    >>> import chainrule as cr
+    >>> cr.linalg.slogdet(cr.tensor([[2.0, 0.0], [0.0, 3.0]])).logabsdet  # doctest: +ELLIPSIS
+    tensor(1.79...)
+    """
     logabsdet = apply(LOGABSDET, (x,))        # first: its errors name the op and the dtype
     sign = np.linalg.slogdet(raw(x))[0]
-    return (_wrap(sign) if isinstance(x, Tensor) else sign), logabsdet
+    return SlogdetResult(_wrap(sign) if isinstance(x, Tensor) else sign, logabsdet)
 
 
 def cholesky(x: Any) -> Any:

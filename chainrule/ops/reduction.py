@@ -121,10 +121,33 @@ def _cum_axis(x: Any, axis: Any) -> tuple[Any, int]:
 CUMSUM = defprim("cumsum", lambda x, axis: np.cumsum(x, axis=axis),
                  vjps=(lambda g, out, x, axis: flip(cumsum(flip(g, axis), axis), axis),),
                  jvps=(lambda t, out, x, axis: cumsum(t, axis),), flops=_reduce_flops, kind="reduction")
-# d out_j / d x_i = out_j / x_i for j >= i: exact for nonzero x (inputs with zeros are not supported)
+def _cumprod_vjp(g: Any, out: Any, x: Any, axis: int) -> Any:
+    # d out_j / d x_i = out_j / x_i for j >= i when x has no zeros; otherwise the exact recurrence
+    # s_i = g_i + x_{i+1} s_{i+1}, grad_i = (x_0 ... x_{i-1}) s_i, one step per element of the axis
+    if not np.any(raw(x) == 0):
+        return flip(cumsum(flip(g * out, axis), axis), axis) / x
+    xm, gm = moveaxis(x, axis, 0), moveaxis(g, axis, 0)
+    n = xm.shape[0]
+    s = [gm[n - 1]]
+    for i in range(n - 2, -1, -1):
+        s.append(gm[i] + xm[i + 1] * s[-1])
+    left = concatenate([ones_like(xm[:1]), cumprod(xm[:-1], 0)], axis=0)
+    return moveaxis(left * stack(s[::-1]), 0, axis)
+
+
+def _cumprod_jvp(t: Any, out: Any, x: Any, axis: int) -> Any:
+    if not np.any(raw(x) == 0):
+        return cumsum(t / x, axis) * out
+    xm, tm, om = moveaxis(x, axis, 0), moveaxis(t, axis, 0), moveaxis(out, axis, 0)
+    dout = [tm[0]]                       # dout_j = dout_{j-1} x_j + out_{j-1} t_j
+    for j in range(1, xm.shape[0]):
+        dout.append(dout[-1] * xm[j] + om[j - 1] * tm[j])
+    return moveaxis(stack(dout), 0, axis)
+
+
+# exact also where x has zeros (as PyTorch)
 CUMPROD = defprim("cumprod", lambda x, axis: np.cumprod(x, axis=axis),
-                  vjps=(lambda g, out, x, axis: flip(cumsum(flip(g * out, axis), axis), axis) / x,),
-                  jvps=(lambda t, out, x, axis: cumsum(t / x, axis) * out,),
+                  vjps=(_cumprod_vjp,), jvps=(_cumprod_jvp,),
                   saves="x out", flops=_reduce_flops, kind="reduction")
 
 
@@ -180,7 +203,13 @@ def cumsum(x: Any, axis: Any = None) -> Any:
 
 
 def cumprod(x: Any, axis: Any = None) -> Any:
-    """Cumulative product along ``axis`` (flattened when None)."""
+    """Cumulative product along ``axis`` (flattened when None); the gradient is exact with zeros too.
+
+    >>> import chainrule as cr
+    >>> x = cr.tensor([2.0, 0.0, 3.0], requires_grad=True)
+    >>> cr.cumprod(x).sum().backward(); x.grad
+    tensor([1., 8., 0.])
+    """
     x, axis = _cum_axis(x, axis)
     return apply(CUMPROD, (x,), {"axis": axis})
 
@@ -197,13 +226,13 @@ def mean(x: Any, axis: Any = None, keepdims: bool = False, dtype: Any = None) ->
     """Arithmetic mean over ``axis`` (composite: sum / n)."""
     if dtype is not None:
         x = astype(x, dtype)
-    return sum(x, axis, keepdims) / builtins.max(_count(x, axis), 1)
+    return sum(x, axis, keepdims) / _count(x, axis)          # NaN for no elements, as NumPy
 
 
 def var(x: Any, axis: Any = None, keepdims: bool = False, ddof: int = 0) -> Any:
     """Variance over ``axis`` with ``ddof`` (NumPy's default 0; PyTorch's unbiased is ddof=1)."""
     centered = x - mean(x, axis, keepdims=True)
-    return sum(centered * centered, axis, keepdims) / builtins.max(_count(x, axis) - ddof, 1)
+    return sum(centered * centered, axis, keepdims) / builtins.max(_count(x, axis) - ddof, 0)
 
 
 def std(x: Any, axis: Any = None, keepdims: bool = False, ddof: int = 0) -> Any:
@@ -212,9 +241,18 @@ def std(x: Any, axis: Any = None, keepdims: bool = False, ddof: int = 0) -> Any:
 
 
 def average(x: Any, axis: Any = None, weights: Any = None) -> Any:
-    """Weighted mean (composite)."""
+    """Weighted mean, as ``numpy.average`` (1-D weights may run along ``axis``); composite.
+
+    >>> import chainrule as cr
+    >>> cr.average(cr.tensor([[1.0, 2.0], [3.0, 4.0]]), axis=0, weights=cr.tensor([1.0, 3.0]))
+    tensor([2.5, 3.5])
+    """
     if weights is None:
         return mean(x, axis)
+    ndim, wdim = np.ndim(raw(x)), np.ndim(raw(weights))
+    if wdim == 1 and ndim > 1 and axis is not None and not isinstance(axis, tuple):
+        a = normalize_axis(axis, ndim, "average")[0]      # 1-D weights along ``axis``, as NumPy
+        weights = reshape(weights, tuple(-1 if i == a else 1 for i in range(ndim)))
     return sum(x * weights, axis) / sum(weights * ones_like(x), axis)
 
 
@@ -248,4 +286,4 @@ _ = reduced_shape  # re-exported helper used by composites elsewhere
 from ..grad_mode import STATE  # noqa: E402
 from ..tensor import wrap as _wrap  # noqa: E402
 from .elementwise import astype, equal, exp, ones_like, sqrt  # noqa: E402
-from .shape import concatenate, flip, reshape, transpose  # noqa: E402
+from .shape import concatenate, flip, moveaxis, reshape, stack, transpose  # noqa: E402

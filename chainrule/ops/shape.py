@@ -20,6 +20,14 @@ def _shape_of(x: Any) -> tuple[int, ...]:
     return tuple(np.shape(raw(x)))
 
 
+def _axis(a: Any, ndim: int, op: str) -> int:
+    """One axis as a non-negative int; out of range raises (NumPy's AxisError), never wraps."""
+    a = operator.index(a)
+    if not -ndim <= a < ndim:
+        raise ShapeError(f"{op}: axis {a} is out of bounds for an array of dimension {ndim}")
+    return a % ndim
+
+
 RESHAPE = defprim("reshape", lambda x, shape, in_shape: np.reshape(x, shape),
                   vjps=(lambda g, out, x, shape, in_shape: reshape(g, in_shape),),
                   jvps=(lambda t, out, x, shape, in_shape: reshape(t, shape),), flops=_NOFLOP, kind="shape")
@@ -152,7 +160,7 @@ def reshape(x: Any, shape: Any, *more: int) -> Any:
 def transpose(x: Any, axes: Any = None) -> Any:
     """Permute axes (reverse them when ``axes`` is None)."""
     ndim = len(_shape_of(x))
-    axes = tuple(reversed(range(ndim))) if axes is None else tuple(int(a) % max(ndim, 1) for a in axes)
+    axes = tuple(reversed(range(ndim))) if axes is None else tuple(_axis(a, ndim, "transpose") for a in axes)
     if sorted(axes) != list(range(ndim)):
         raise ShapeError(f"transpose: axes {axes} are not a permutation of 0..{ndim - 1}")
     return apply(TRANSPOSE, (x,), {"axes": axes})
@@ -164,10 +172,15 @@ def permute_dims(x: Any, axes: Any = None) -> Any:
 
 
 def moveaxis(x: Any, source: Any, destination: Any) -> Any:
-    """Move axes to new positions (composite of transpose)."""
+    """Move axes to new positions (composite of transpose); out-of-range axes raise.
+
+    >>> import chainrule as cr
+    >>> cr.moveaxis(cr.ones((2, 3, 4)), 0, -1).shape
+    (3, 4, 2)
+    """
     ndim = len(_shape_of(x))
-    src = [int(a) % ndim for a in np.atleast_1d(source)]
-    dst = [int(a) % ndim for a in np.atleast_1d(destination)]
+    src = [_axis(a, ndim, "moveaxis") for a in np.atleast_1d(source)]
+    dst = [_axis(a, ndim, "moveaxis") for a in np.atleast_1d(destination)]
     order = [a for a in range(ndim) if a not in src]
     for d, s in sorted(zip(dst, src)):
         order.insert(d, s)
@@ -178,7 +191,7 @@ def swapaxes(x: Any, axis1: int, axis2: int) -> Any:
     """Swap two axes (composite of transpose)."""
     ndim = len(_shape_of(x))
     axes = list(range(ndim))
-    a, b = axis1 % ndim, axis2 % ndim
+    a, b = _axis(axis1, ndim, "swapaxes"), _axis(axis2, ndim, "swapaxes")
     axes[a], axes[b] = axes[b], axes[a]
     return transpose(x, axes)
 
@@ -196,7 +209,7 @@ def expand_dims(x: Any, axis: Any) -> Any:
     shape = list(_shape_of(x))
     axes = (axis,) if isinstance(axis, int) else tuple(axis)
     ndim = len(shape) + len(axes)
-    for a in sorted(a % ndim for a in axes):
+    for a in sorted(_axis(a, ndim, "expand_dims") for a in axes):
         shape.insert(a, 1)
     return reshape(x, tuple(shape))
 
@@ -223,7 +236,7 @@ def flatten(x: Any, start_axis: int = 0, end_axis: int = -1) -> Any:
     shape = _shape_of(x)
     if not shape:
         return reshape(x, (1,))
-    s, e = start_axis % len(shape), end_axis % len(shape)
+    s, e = _axis(start_axis, len(shape), "flatten"), _axis(end_axis, len(shape), "flatten")
     return reshape(x, shape[:s] + (-1,) + shape[e + 1:])
 
 
@@ -250,29 +263,37 @@ def concatenate(xs: Sequence[Any], axis: int | None = 0) -> Any:
 
 
 def stack(xs: Sequence[Any], axis: int = 0) -> Any:
-    """Join along a new axis (composite of expand_dims + concatenate)."""
+    """Join along a new axis (composite of expand_dims + concatenate).
+
+    >>> import chainrule as cr
+    >>> cr.stack([cr.ones(2), cr.zeros(2)], axis=1).shape
+    (2, 2)
+    """
     xs = list(xs)
+    if not xs:
+        raise ShapeError("stack: need at least one array to stack")
     shapes = {_shape_of(x) for x in xs}
     if len(shapes) > 1:
         raise ShapeError(f"stack: all inputs must have the same shape, got {sorted(shapes)}")
     ndim = len(shapes.pop()) + 1
-    axis = axis % ndim
+    axis = _axis(axis, ndim, "stack")
     return concatenate([expand_dims(x, axis) for x in xs], axis=axis)
 
 
 def hstack(xs: Sequence[Any]) -> Any:
     """Stack horizontally (composite)."""
-    xs = list(xs)
-    return concatenate(xs, axis=0 if len(_shape_of(xs[0])) == 1 else 1)
+    xs = [atleast_1d(x) for x in xs]
+    return concatenate(xs, axis=0 if xs and len(_shape_of(xs[0])) == 1 else 1)
 
 
 def vstack(xs: Sequence[Any]) -> Any:
     """Stack vertically (composite)."""
-    return concatenate([reshape(x, (1, -1)) if len(_shape_of(x)) == 1 else x for x in xs], axis=0)
+    return concatenate([atleast_2d(x) for x in xs], axis=0)
 
 
 def split(x: Any, indices_or_sections: Any, axis: int = 0) -> list:
     """Split into pieces along ``axis`` (composite of getitem), as ``numpy.split``."""
+    axis = _axis(axis, len(_shape_of(x)), "split")
     n = _shape_of(x)[axis]
     if isinstance(indices_or_sections, (int, np.integer)):
         k = int(indices_or_sections)
@@ -283,7 +304,6 @@ def split(x: Any, indices_or_sections: Any, axis: int = 0) -> list:
     else:
         cuts = list(indices_or_sections)
     edges = [0, *cuts, n]
-    axis = axis % len(_shape_of(x))
     return [getitem(x, (slice(None),) * axis + (slice(a, b),)) for a, b in zip(edges[:-1], edges[1:])]
 
 
@@ -365,7 +385,7 @@ def take(x: Any, indices: Any, axis: int | None = None) -> Any:
     indices = np.asarray(raw(indices))
     if axis is None:
         return getitem(ravel(x), indices)
-    axis = operator.index(axis) % len(_shape_of(x))
+    axis = _axis(axis, len(_shape_of(x)), "take")
     return getitem(x, (slice(None),) * axis + (indices,))
 
 
@@ -373,14 +393,21 @@ def take_along_axis(x: Any, indices: Any, axis: int) -> Any:
     """``numpy.take_along_axis`` (composite of getitem with broadcast index grids)."""
     indices = np.asarray(raw(indices))
     shape = _shape_of(x)
-    axis = axis % len(shape)
+    axis = _axis(axis, len(shape), "take_along_axis")
     grids = list(np.ogrid[tuple(slice(n) for n in indices.shape)])
     grids[axis] = indices
     return getitem(x, tuple(grids))
 
 
 def sort(x: Any, axis: int = -1) -> Any:
-    """Sorted copy; the gradient flows back to the original positions."""
+    """Sorted copy (flattened when ``axis`` is None); the gradient flows back to the original positions.
+
+    >>> import chainrule as cr
+    >>> cr.sort(cr.tensor([[3.0, 1.0], [2.0, 0.0]]), axis=None)
+    tensor([0., 1., 2., 3.])
+    """
+    if axis is None:
+        x, axis = ravel(x), 0
     return take_along_axis(x, argsort(x, axis=axis), axis)
 
 

@@ -12,6 +12,7 @@ from .._backend import np
 from ..errors import ShapeError
 from ..grad_mode import enable_grad, no_grad
 from ..ops import raw
+from ..nn.module import zero_grads
 from ..tensor import Tensor
 
 
@@ -50,10 +51,7 @@ class Optimizer:
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         """Clear the gradients of every optimized parameter."""
-        for g in self.param_groups:
-            for p in g["params"]:
-                if p.grad is not None:
-                    p.grad = None if set_to_none else Tensor(np.zeros_like(p.grad.data))
+        zero_grads((p for g in self.param_groups for p in g["params"]), set_to_none)
 
     def step(self, closure: Callable[[], Any] | None = None) -> Any:
         """Update every parameter that has a gradient; ``closure`` (if given) recomputes the loss."""

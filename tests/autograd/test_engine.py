@@ -344,3 +344,10 @@ def test_ops_and_backward_work_in_a_fresh_thread():
     t.join()
     x = np.array([1.0, 2.0])
     np.testing.assert_allclose(results[0], np.tanh(x) + x * (1 - np.tanh(x) ** 2), rtol=1e-6)
+
+
+def test_python_list_operands_take_the_default_dtype():
+    assert cr.add(cr.tensor([1.0]), [1.0]).dtype == np.float32
+    assert (cr.tensor([1.0]) * [2.0, 3.0]).dtype == np.float32
+    assert cr.exp([1.0]).dtype == np.float32
+    assert cr.add(cr.tensor([1], dtype=cr.int64), [2]).dtype == np.int64
