@@ -39,6 +39,11 @@ def quantize(x: Any, dtype: Any = float8_e4m3fn, block_size: int | None = None) 
     top = float(ml_dtypes.finfo(d).max)
     data = raw(x).astype(float32)
     shape = data.shape
+    if not np.all(np.isfinite(data)):
+        bad = int(np.size(data) - np.count_nonzero(np.isfinite(data)))
+        raise ValueError(f"fp8.quantize: the input (shape {shape}) holds {bad} inf/NaN value(s); an "
+                         f"amax-based scale cannot represent them. Find where they come from "
+                         f"(cr.detect_anomaly()) or clip the input first")
     if block_size is None:
         amax = np.max(np.abs(data)) if data.size else np.float32(0)
         scale = np.where(amax > 0, amax / top, 1.0).astype(float32)

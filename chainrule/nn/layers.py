@@ -247,7 +247,9 @@ class Sequential(Module):
             x = m(x)
         return x
 
-    def __getitem__(self, i: int) -> Module:
+    def __getitem__(self, i: int | slice) -> Module:
+        if isinstance(i, slice):                  # a slice is a Sequential, as in PyTorch
+            return Sequential(*list(self._modules.values())[i])
         return list(self._modules.values())[i]
 
     def __len__(self) -> int:

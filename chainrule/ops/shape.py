@@ -133,7 +133,7 @@ def _normalize_index(index: Any, ndim: int) -> tuple:
     for i in index:
         i = raw(i)
         if isinstance(i, list):
-            i = np.asarray(i)
+            i = np.asarray(i) if i else np.zeros(0, dtype=np.intp)   # x[[]]: an empty selection
         if isinstance(i, np.ndarray) and i.dtype == np.bool_:
             out.extend(np.nonzero(i))
         elif isinstance(i, np.ndarray) and i.dtype.kind not in "iu":

@@ -32,3 +32,10 @@ def test_zero_grad_without_set_to_none_zeroes_in_place():
     assert not m.weight.grad.data.any()
     opt.zero_grad()
     assert m.weight.grad is None
+
+
+def test_sequential_slice_is_a_sequential():
+    m = cr.nn.Sequential(cr.nn.Linear(2, 3), cr.nn.ReLU(), cr.nn.Linear(3, 1))
+    head = m[0:2]
+    assert isinstance(head, cr.nn.Sequential) and len(head) == 2
+    assert head(cr.ones((1, 2))).shape == (1, 3)

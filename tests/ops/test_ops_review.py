@@ -126,3 +126,11 @@ def test_numpy_reductions_accept_numpys_positional_order():
     assert np.var(t, 0, None, None, 1).tolist() == [2.0, 2.0]   # ddof=1
     with pytest.raises(TypeError, match="out="):
         np.sum(t, 0, None, np.zeros(2))
+
+
+def test_empty_list_index_selects_nothing():
+    x = cr.tensor([1.0, 2.0], requires_grad=True)
+    y = x[[]]
+    assert y.shape == (0,)
+    (y.sum() + x.sum()).backward()
+    np.testing.assert_array_equal(x.grad.data, [1.0, 1.0])

@@ -1,5 +1,6 @@
 """Review fixes in the precision modules."""
 import numpy as np
+import pytest
 
 import chainrule as cr
 
@@ -24,3 +25,8 @@ def test_unscale_of_bfloat16_gradients_rounds_once():
     w.grad = cr.tensor(np.array([24.0], cr.bfloat16))
     scaler.unscale_(opt)
     assert w.grad.dtype == cr.bfloat16 and float(w.grad.data[0]) == 3.0
+
+
+def test_fp8_quantize_refuses_non_finite_input():
+    with pytest.raises(ValueError, match="inf/NaN"):
+        cr.fp8.quantize(cr.tensor([1.0, np.inf]))
