@@ -100,8 +100,9 @@ def linear(x: Any, weight: Any, bias: Any = None) -> Any:
     if np.shape(raw(x))[-1:] != (n_in,):
         raise ShapeError(f"linear: input of shape {np.shape(raw(x))} does not end in in_features="
                          f"{n_in}; reshape it (e.g. with cr.nn.Flatten()) or change in_features")
-    out = ops.matmul(x, ops.transpose(weight))
-    return out if bias is None else out + bias
+    if bias is None:
+        return ops.matmul(x, ops.transpose(weight))
+    return ops.linear(x, weight, bias)
 
 
 def dropout(x: Any, p: float = 0.5, training: bool = True, generator: Any = None) -> Any:

@@ -15,7 +15,7 @@ from .elementwise import (abs, absolute, add, alias, arccos, arccosh, arcsin, ar
                           pow, power, reciprocal, relu, remainder, round, sigmoid, sign, sin, sinh,
                           softplus, sqrt, square, subtract, tan, tanh, true_divide, where,
                           zeros_like)
-from .linalg import (cholesky, det, dot, einsum, inner, inv, matmul, norm, outer, slogdet, solve,
+from .linalg import (cholesky, det, dot, einsum, inner, inv, linear, matmul, norm, outer, slogdet, solve,
                      tensordot, vdot)
 from .nn import log_softmax, softmax, softmax_cross_entropy
 from .reduction import (amax, amin, argmax, argmin, argsort, average, cumprod, cumsum, logsumexp,

@@ -58,6 +58,39 @@ MATMUL = defprim("matmul", _matmul_forward, vjps=(_matmul_vjp_x, _matmul_vjp_y),
                                      "axis of the second (for 1-D inputs, their only axis).")
 
 
+def _linear_forward(x: Any, w: Any, b: Any) -> Any:
+    out = _matmul_forward(x, w.T)
+    out += b                  # in place on the fresh product: one temporary fewer than x @ w.T + b
+    return out
+
+
+def _linear_vjp_w(g: Any, out: Any, x: Any, w: Any, b: Any) -> Any:
+    n_out, n_in = w.shape
+    return matmul(swapaxes(reshape(g, (-1, n_out)), -1, -2), reshape(x, (-1, n_in)))
+
+
+# Fused for speed: torch.nn.functional.linear's x @ w.T + b (w of shape (out, in)) as one node.
+# The bias's cotangent is g itself: the engine sums it back to the bias's shape.
+LINEAR = defprim("linear", _linear_forward,
+                 vjps=(lambda g, out, x, w, b: matmul(g, w), _linear_vjp_w, lambda g, out, x, w, b: g),
+                 jvps=(lambda t, out, x, w, b: matmul(t, swapaxes(w, -1, -2)),
+                       lambda t, out, x, w, b: matmul(x, swapaxes(t, -1, -2)),
+                       lambda t, out, x, w, b: t),
+                 saves="x y", needs={0: (1,), 1: (0, 1), 2: ()},
+                 flops=lambda out, x, w, b: 2 * int(np.size(out)) * int(np.shape(w)[1]) + int(np.size(out)),
+                 kind="matmul", hint="x must end in in_features = w.shape[1]; b has w.shape[0] elements.")
+
+
+def linear(x: Any, w: Any, b: Any) -> Any:
+    """``x @ w.T + b`` as one primitive (w has shape (out_features, in_features), as in PyTorch).
+
+    >>> import chainrule as cr
+    >>> cr.ops.linear(cr.tensor([[1.0, 2.0]]), cr.tensor([[3.0, 4.0]]), cr.tensor([0.5]))
+    tensor([[11.5]])
+    """
+    return apply(LINEAR, (x, w, b))
+
+
 def _einsum_forward(*xs: Any, spec: str) -> Any:
     if any(getattr(x, "dtype", None) in LOW_PRECISION for x in xs):
         dtype = np.result_type(*[x.dtype for x in xs])
