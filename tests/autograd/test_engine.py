@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import chainrule as cr
+from custom_functions import Square
 
 
 def test_leaves_and_grad_fn_names():
@@ -206,23 +207,6 @@ def test_astype_casts_gradient_back():
 
 
 # ----- custom Functions -----
-class Square(cr.Function):
-    @staticmethod
-    def forward(ctx, x):
-        ctx.save_for_backward(x)
-        return x * x
-
-    @staticmethod
-    def backward(ctx, g):
-        (x,) = ctx.saved_tensors
-        return 2 * x * g
-
-    @staticmethod
-    def jvp(ctx, t):
-        (x,) = ctx.saved_tensors
-        return 2 * x * t
-
-
 class BadShape(cr.Function):
     @staticmethod
     def forward(ctx, x):

@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 import chainrule as cr
+from custom_functions import Square
 
 
 def _t(shape, rng, requires_grad=True, dtype=np.float64):
@@ -117,17 +118,6 @@ def test_dropped_graph_releases_its_bytes(rng):
 
 
 def test_custom_function_saves_are_counted_and_freed(rng):
-    class Square(cr.Function):
-        @staticmethod
-        def forward(ctx, x):
-            ctx.save_for_backward(x)
-            return x * x
-
-        @staticmethod
-        def backward(ctx, g):
-            (x,) = ctx.saved_tensors
-            return 2 * x * g
-
     x = _t((50,), rng)
     with cr.profile() as p:
         y = Square.apply(x).sum()
