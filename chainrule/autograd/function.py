@@ -6,7 +6,7 @@ from typing import Any
 from .._backend import np
 from ..errors import GraphError
 from ..grad_mode import STATE, no_grad
-from .graph import _FREED, _SEQUENCE
+from .graph import _FREED, _SEQUENCE, Packed
 
 
 class FunctionCtx:
@@ -21,8 +21,11 @@ class FunctionCtx:
 
     def save_for_backward(self, *tensors: Any) -> None:
         """Keep tensors for backward; they are checked against in-place changes and freed after use."""
-        self._saved = tensors
         self._versions = tuple(getattr(t, "_version", None) for t in tensors)
+        if STATE.hooks:                       # saved_tensors_hooks apply here too, as in PyTorch
+            pack, unpack = STATE.hooks[-1]
+            tensors = tuple(Packed(pack(t), unpack, t) if isinstance(t, Tensor) else t for t in tensors)
+        self._saved = tensors
         if STATE.observers:
             for ob in STATE.observers:
                 ob.on_save_function(self)
@@ -32,12 +35,16 @@ class FunctionCtx:
         if self._saved is _FREED:
             raise GraphError(f"{self._who}: the saved values were freed by a previous backward; pass "
                              f"retain_graph=True to backward if you need to run it twice")
+        values = []
         for i, (t, v) in enumerate(zip(self._saved, self._versions)):
-            if v is not None and t._version != v:
-                raise GraphError(f"{self._who}: saved tensor {i} (shape {t.shape}) was modified in "
-                                 f"place after it was saved (version {t._version}, expected {v}); "
-                                 f"use an out-of-place op or .clone() before modifying it")
-        return self._saved
+            packed = type(t) is Packed
+            source = t.source() if packed else t
+            if v is not None and source is not None and source._version != v:
+                raise GraphError(f"{self._who}: saved tensor {i} (shape {source.shape}) was modified "
+                                 f"in place after it was saved (version {source._version}, expected "
+                                 f"{v}); use an out-of-place op or .clone() before modifying it")
+            values.append(t.unpack(True) if packed else t)
+        return tuple(values)
 
     def mark_non_differentiable(self, *tensors: Any) -> None:
         """Declare outputs that never carry a gradient (e.g. an argmax output)."""

@@ -50,3 +50,23 @@ def test_second_derivative_through_a_packed_leaf():
     (gg,) = cr.autograd.grad(g.sum(), x)
     np.testing.assert_allclose(g.data, [3.0, 12.0])
     np.testing.assert_allclose(gg.data, [6.0, 12.0])
+
+
+def test_saved_tensor_hooks_apply_to_custom_functions():
+    from custom_functions import Square
+    calls = []
+
+    def pack(t):
+        calls.append("pack")
+        return t.data.astype(np.float16)
+
+    def unpack(obj):
+        calls.append("unpack")
+        return obj.astype(np.float64)
+
+    x = cr.tensor([1.5, 2.25], dtype=cr.float64, requires_grad=True)
+    with cr.saved_tensors_hooks(pack, unpack):
+        y = Square.apply(x).sum()
+    y.backward()
+    assert calls == ["pack", "unpack"]
+    np.testing.assert_array_equal(x.grad.data, [3.0, 4.5])     # exact in float16
