@@ -155,7 +155,7 @@ def run(roots: list, retain_graph: bool, create_graph: bool, targets: dict | Non
                 child = edge[0]
                 metas = child.metas
                 shape, dtype = metas[edge[1]]
-                if tensor_mode or gi.shape != shape or gi.dtype != dtype:
+                if tensor_mode or gi.shape != shape or gi.dtype is not dtype:   # _fit: exact test
                     gi = _fit(gi, edge, node, tensor_mode)
                 if child in pending:
                     if len(metas) == 1:
