@@ -215,6 +215,10 @@ CHOLESKY = defprim("cholesky", np.linalg.cholesky, vjps=(_cholesky_vjp,), jvps=(
 
 
 # ----- public functions -----
+def _shape(x: Any) -> tuple:
+    return x.shape if isinstance(x, (Tensor, np.ndarray)) else np.shape(x)
+
+
 def matmul(x: Any, y: Any) -> Any:
     """Matrix product with NumPy's rules (1-D operands, batch broadcasting).
 
@@ -222,7 +226,7 @@ def matmul(x: Any, y: Any) -> Any:
     >>> cr.matmul(cr.tensor([[1.0, 2.0]]), cr.tensor([[3.0], [4.0]]))
     tensor([[11.]])
     """
-    sx, sy = np.shape(raw(x)), np.shape(raw(y))
+    sx, sy = _shape(x), _shape(y)
     if not sx or not sy:
         raise ShapeError(f"matmul: inputs must have at least one dimension, got shapes {sx} and {sy}; "
                          f"use multiply for scalars")

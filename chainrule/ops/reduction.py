@@ -6,6 +6,7 @@ Sums of 16-bit and FP8 floats accumulate in float32 and round once at the end.
 from __future__ import annotations
 
 import builtins
+import math
 from typing import Any
 
 from .._backend import np
@@ -218,8 +219,8 @@ def _count(x: Any, axis: Any) -> int:
     shape = np.shape(raw(x))
     axes = normalize_axis(axis, len(shape), "mean")
     if axes is None:
-        return int(np.prod(shape))
-    return int(np.prod([shape[a] for a in axes]))
+        return math.prod(shape)
+    return math.prod(shape[a] for a in axes)
 
 
 def mean(x: Any, axis: Any = None, keepdims: bool = False, dtype: Any = None) -> Any:
