@@ -2,8 +2,6 @@
 cross-entropy: forward + backward, all six parameter gradients, side by side with the peers."""
 from __future__ import annotations
 
-import numpy as np
-
 import _harness as H
 import _models as M
 import chainrule as cr

@@ -17,7 +17,7 @@ from .errors import ChainruleError
 from .grad_mode import STATE, refresh_rare
 from .ops import PRIMITIVES, astype, raw
 from .precision import StaleMeter, grad_stats
-from .tensor import Tensor, wrap
+from .tensor import wrap
 
 # float32 list: numerically sensitive ops (PyTorch's autocast "fp32" and "fp32_set_opt_dtype" lists)
 FP32_OPS = frozenset({"exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "reciprocal", "power",

@@ -1,7 +1,7 @@
 """One spec per primitive: how to call it, on which shapes and domain. The op-table tests iterate it."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable
 
 import numpy as np

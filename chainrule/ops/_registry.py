@@ -222,4 +222,4 @@ def forward_error(prim: Primitive, xs: tuple, e: Exception) -> Exception:
 from ..autograd.anomaly import remember_creation  # noqa: E402
 from ..autograd.forward import push_tangents  # noqa: E402
 from ..autograd.graph import Node  # noqa: E402
-from ..tensor import Tensor, _new, wrap  # noqa: E402
+from ..tensor import Tensor, _new  # noqa: E402

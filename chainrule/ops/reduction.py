@@ -10,9 +10,9 @@ import math
 from typing import Any
 
 from .._backend import np
-from .._dtypes import LOW_PRECISION, accum_dtype
+from .._dtypes import LOW_PRECISION
 from ._registry import Tensor, apply, defprim, raw
-from ._shapes import expand_reduced, normalize_axis, reduced_shape
+from ._shapes import expand_reduced, normalize_axis
 
 
 def _sum_forward(x: Any, axis: Any, keepdims: bool, shape: Any) -> Any:
@@ -281,8 +281,6 @@ def _index_result(x: Any, idx: Any) -> Any:
 
 
 ARGMAX = defprim("argmax", lambda x: np.argmax(x), vjps=None, jvps=None, kind="discrete")
-
-_ = reduced_shape  # re-exported helper used by composites elsewhere
 
 from ..grad_mode import STATE  # noqa: E402
 from ..tensor import wrap as _wrap  # noqa: E402

@@ -10,7 +10,7 @@ from typing import Any, Sequence
 
 from .._backend import np
 from ..errors import ShapeError
-from ._registry import Tensor, apply, defprim, linear_jvps, raw
+from ._registry import Tensor, apply, defprim, raw
 from ._shapes import normalize_axis
 
 _NOFLOP = lambda out, *xs, **p: 0  # noqa: E731  (data movement is not counted as FLOPs)
@@ -448,8 +448,6 @@ def atleast_2d(x: Any) -> Any:
     shape = _shape_of(x)
     return reshape(x, (1,) * (2 - len(shape)) + shape) if len(shape) < 2 else x
 
-
-_ = linear_jvps
 
 from .elementwise import where, zeros_like  # noqa: E402
 from .reduction import argsort, sum  # noqa: E402

@@ -1,7 +1,6 @@
 """The benchmark suite's smoke run (`python -m chainrule bench --quick`) and its harness."""
 import importlib
 import json
-import sys
 
 import numpy as np
 import pytest

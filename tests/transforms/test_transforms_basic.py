@@ -1,6 +1,5 @@
 """grad, value_and_grad, vjp, jvp: values against closed forms and finite differences."""
 import numpy as np
-import pytest
 from transforms_testutil import num_jacobian
 
 import chainrule as cr
