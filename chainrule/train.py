@@ -51,7 +51,18 @@ def train_step(model: nn.Module, optimizer: optim.Optimizer, xb: Tensor, yb: Ten
 
 
 def evaluate(model: nn.Module, x: np.ndarray, y: np.ndarray, batch_size: int = 512) -> tuple[float, float]:
-    """(mean loss, accuracy) of ``model`` on (x, y), in eval mode and under ``no_grad``."""
+    """(mean loss, accuracy) of ``model`` on (x, y), in eval mode and under ``no_grad``.
+
+    >>> import chainrule as cr, numpy as np
+    >>> model = cr.nn.Linear(2, 2)
+    >>> _ = cr.nn.init.zeros_(model.weight), cr.nn.init.zeros_(model.bias)
+    >>> loss, acc = evaluate(model, np.ones((4, 2), np.float32), np.array([0, 1, 1, 1]))
+    >>> round(loss, 4), acc                      # equal logits: loss log 2, argmax picks class 0
+    (0.6931, 0.25)
+    """
+    if len(x) == 0:
+        raise ValueError("evaluate: the dataset is empty (0 examples), so loss and accuracy are "
+                         "undefined; pass at least one example (check the train/test split)")
     was_training = model.training
     model.eval()
     total_loss, correct = 0.0, 0
@@ -78,6 +89,10 @@ def fit(model: nn.Module, optimizer: optim.Optimizer, loader: data.DataLoader, x
         y_val: np.ndarray, epochs: int, step: StepFn = train_step, scheduler: Any = None,
         progress: bool = True, log: Callable[[str], None] = print) -> dict:
     """Train for ``epochs``; validate after each under ``no_grad``. Returns the per-epoch history."""
+    if len(loader) == 0:
+        raise ValueError(f"fit: the loader yields no batches ({len(loader.x)} examples, batch_size="
+                         f"{loader.batch_size}, drop_last={loader.drop_last}); use a smaller "
+                         f"batch_size or drop_last=False")
     history: dict = {"train_loss": [], "val_loss": [], "val_acc": []}
     for epoch in range(1, epochs + 1):
         model.train()

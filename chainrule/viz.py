@@ -37,6 +37,11 @@ def _fmt_bytes(n: int) -> str:
     return f"{n:.1f} MiB"
 
 
+def _quote(text: str) -> str:
+    """A DOT string literal: backslashes and quotes escaped, newlines as DOT's ``\\n`` line breaks."""
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+
+
 def _shape(metas: tuple) -> str:
     return ", ".join(str(tuple(s)) for s, _ in metas)
 
@@ -74,18 +79,19 @@ def to_dot(t: Tensor, params: dict | None = None, title: str | None = None) -> s
     ids: dict[int, str] = {}
     lines = ["digraph chainrule {", '  rankdir=BT; node [fontname="Helvetica", fontsize=10];']
     if title:
-        lines.append(f'  labelloc=t; label="{title}";')
-    lines.append(f'  out [label="output {tuple(t.shape)}", shape=box, style=filled, fillcolor="#e0e0e0"];')
+        lines.append(f"  labelloc=t; label={_quote(title)};")
+    lines.append(f'  out [label={_quote(f"output {tuple(t.shape)}")}, shape=box, style=filled, '
+                 f'fillcolor="#e0e0e0"];')
     order = nodes(t)
     for node in order:
         ids[id(node)] = f"n{len(ids)}"
     for node in order:
         nid = ids[id(node)]
-        label = _label(node, names).replace("\n", "\\n")
+        label = _quote(_label(node, names))
         if getattr(node, "is_accumulator", False):
-            lines.append(f'  {nid} [label="{label}", shape=ellipse, style=filled, fillcolor="#cfe2ff"];')
+            lines.append(f'  {nid} [label={label}, shape=ellipse, style=filled, fillcolor="#cfe2ff"];')
             continue
-        lines.append(f'  {nid} [label="{label}", shape=box];')
+        lines.append(f"  {nid} [label={label}, shape=box];")
         for e in node.edges:
             if e is not None:
                 lines.append(f"  {ids[id(e[0])]} -> {nid};")

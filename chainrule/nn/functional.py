@@ -8,9 +8,11 @@ from typing import Any
 
 from .. import ops
 from .._backend import np
+from .._dtypes import is_floating
 from ..errors import DTypeError, ShapeError
 from ..ops import gelu, log_softmax, raw, relu, sigmoid, softmax, tanh
 from ..random import get_generator
+from ..tensor import Tensor
 
 __all__ = ["avg_pool2d", "binary_cross_entropy_with_logits", "conv2d", "cross_entropy", "dropout",
            "embedding", "gelu", "layer_norm", "linear", "log_softmax", "max_pool2d", "mse_loss",
@@ -28,42 +30,143 @@ def _reduce(loss: Any, reduction: str, who: str) -> Any:
 
 
 # ----- losses -----
-def nll_loss(log_probs: Any, target: Any, reduction: str = "mean") -> Any:
-    """Negative log-likelihood of integer ``target`` classes under ``log_probs`` of shape (N, C).
+def _class_axis(shape: tuple, who: str) -> int:
+    if not shape:
+        raise ShapeError(f"{who}: input must have a class axis: (C,), (N, C) or (N, C, d1, ...); got a "
+                         f"scalar; reshape it to (1, C)")
+    return 0 if len(shape) == 1 else 1
+
+
+def _class_weight(weight: Any, n_classes: int, dtype: Any, who: str) -> Any:
+    if isinstance(weight, str):
+        raise TypeError(f"{who}: the third argument is the per-class weight, got {weight!r}; pass "
+                        f"reduction= by keyword")
+    w = np.asarray(raw(weight))
+    if w.shape != (n_classes,):
+        raise ShapeError(f"{who}: weight must have one entry per class, shape ({n_classes},), got "
+                         f"{w.shape}")
+    return w.astype(dtype, copy=False)
+
+
+def _along_classes(w: Any, ndim: int, ca: int) -> Any:
+    """Reshape a (C,) weight to broadcast along the class axis ``ca`` of an ``ndim``-d input."""
+    return w.reshape((-1,) + (1,) * (ndim - ca - 1))
+
+
+def _mean_over(total: Any, count: float) -> Any:
+    # 0 / 0 (everything ignored, or an empty batch) is nan, as in torch, without a NumPy warning
+    return total / count if count else total * np.nan
+
+
+def _class_index_loss(log_probs: Any, target: Any, weight: Any, ignore_index: int, reduction: str,
+                      smoothing: float, who: str) -> Any:
+    """``-w[t] * log_probs[t]`` (blended with the uniform-target term for ``smoothing``), as torch."""
+    shape = np.shape(raw(log_probs))
+    ca = _class_axis(shape, who)
+    n_classes, expected = shape[ca], shape[:ca] + shape[ca + 1:]
+    t = np.asarray(raw(target))
+    if t.dtype.kind not in "iu":
+        raise DTypeError(f"{who}: target must hold integer class indices, got dtype {t.dtype}; convert "
+                         f"with target.astype('int64') (for class probabilities use cross_entropy)")
+    if t.shape != expected:
+        raise ShapeError(f"{who}: expected input {shape} and a target of shape {expected} (the input's "
+                         f"shape without its class axis {ca}), got target {t.shape}")
+    keep = t != ignore_index
+    bad = t[keep & ((t < 0) | (t >= n_classes))]
+    if bad.size:
+        raise ValueError(f"{who}: target values must lie in [0, {n_classes}) or equal ignore_index="
+                         f"{ignore_index}, got {bad[:5].tolist()}; fix the labels or the number of classes")
+    dtype = raw(log_probs).dtype
+    safe = np.where(keep, t, 0)
+    grids = list(np.ogrid[tuple(slice(n) for n in t.shape)])
+    picked = ops.getitem(log_probs, tuple(grids[:ca] + [safe] + grids[ca:]))
+    w = None if weight is None else _class_weight(weight, n_classes, dtype, who)
+    w_t = keep.astype(dtype) if w is None else np.where(keep, w[safe], 0).astype(dtype)
+    loss = -picked if w is None else -(picked * w[safe])
+    if smoothing:
+        per_class = log_probs if w is None else log_probs * _along_classes(w, len(shape), ca)
+        loss = (1.0 - smoothing) * loss - (smoothing / n_classes) * ops.sum(per_class, axis=ca)
+    if not keep.all():
+        loss = ops.where(keep, loss, 0.0)
+    if reduction == "mean":
+        return _mean_over(ops.sum(loss), float(w_t.sum()))
+    return _reduce(loss, reduction, who)
+
+
+def _soft_target_loss(logits: Any, target: Any, ca: int, weight: Any, reduction: str,
+                      smoothing: float) -> Any:
+    """``-sum_c w_c * p_c * log_softmax(x)_c`` per example for class probabilities ``p``, as torch."""
+    shape = np.shape(raw(logits))
+    if not isinstance(target, Tensor):
+        target = np.asarray(target, dtype=raw(logits).dtype)
+    if smoothing:
+        target = target * (1.0 - smoothing) + smoothing / shape[ca]
+    terms = log_softmax(logits, axis=ca) * target
+    if weight is not None:
+        w = _class_weight(weight, shape[ca], raw(logits).dtype, "cross_entropy")
+        terms = terms * _along_classes(w, len(shape), ca)
+    loss = -ops.sum(terms, axis=ca)
+    if reduction == "mean":                  # torch divides by the number of rows, not by weights
+        return _mean_over(ops.sum(loss), float(np.size(raw(loss))))
+    return _reduce(loss, reduction, "cross_entropy")
+
+
+def nll_loss(log_probs: Any, target: Any, weight: Any = None, ignore_index: int = -100,
+             reduction: str = "mean") -> Any:
+    """Negative log-likelihood of integer ``target`` classes, as ``torch.nn.functional.nll_loss``.
+
+    ``log_probs`` is (C,), (N, C) or (N, C, d1, ...) with the class axis at 1; ``target`` has the
+    input's shape without it. ``weight`` (C,) scales each class (a constant, never differentiated);
+    targets equal to ``ignore_index`` add 0; ``mean`` divides by the sum of the kept targets' weights.
 
     >>> import chainrule as cr
     >>> float(cr.nn.functional.nll_loss(cr.log(cr.tensor([[0.5, 0.5]])), [1]))  # doctest: +ELLIPSIS
     0.693...
+    >>> cr.nn.functional.nll_loss(cr.tensor([[-1.0, -2.0], [-3.0, -4.0]]), [1, -100], reduction="none")
+    tensor([2., 0.])
     """
-    shape = np.shape(raw(log_probs))
-    t = np.asarray(raw(target))
-    if t.dtype.kind not in "iu":
-        raise DTypeError(f"nll_loss/cross_entropy: target must hold integer class indices, got "
-                         f"dtype {t.dtype}; convert with target.astype('int64') (for probabilities "
-                         f"use binary_cross_entropy_with_logits or a soft-label loss)")
-    if len(shape) != 2 or t.shape != shape[:1]:
-        raise ShapeError(f"nll_loss/cross_entropy: expected input (N, C) and target (N,), got input "
-                         f"{shape} and target {t.shape}")
-    if t.size and (t.min() < 0 or t.max() >= shape[1]):
-        raise ValueError(f"nll_loss/cross_entropy: target values must lie in [0, {shape[1]}), got "
-                         f"min {t.min()} and max {t.max()}")
-    picked = ops.getitem(log_probs, (np.arange(shape[0]), t))
-    return _reduce(-picked, reduction, "nll_loss")
+    if not is_floating(np.asarray(raw(log_probs)).dtype):
+        raise DTypeError(f"nll_loss: input must be floating point (log-probabilities), got dtype "
+                         f"{np.asarray(raw(log_probs)).dtype}; pass log_softmax(logits)")
+    return _class_index_loss(log_probs, target, weight, ignore_index, reduction, 0.0, "nll_loss")
 
 
-def cross_entropy(logits: Any, target: Any, reduction: str = "mean") -> Any:
-    """Cross-entropy of (N, C) ``logits`` against integer ``target`` (N,), via a stable log_softmax.
+def cross_entropy(logits: Any, target: Any, weight: Any = None, ignore_index: int = -100,
+                  reduction: str = "mean", label_smoothing: float = 0.0) -> Any:
+    """Cross-entropy of ``logits`` against ``target``, as ``torch.nn.functional.cross_entropy``.
+
+    ``target`` holds integer class indices (the input's shape without the class axis 1, or a scalar
+    for (C,) logits) or, as floats of the input's shape, class probabilities. ``weight``,
+    ``ignore_index`` and ``label_smoothing`` follow torch (docs/training.md has the table). The
+    plain case, (N, C) logits and in-range indices, runs as one fused primitive.
 
     >>> import chainrule as cr
     >>> float(cr.nn.functional.cross_entropy(cr.tensor([[0.0, 0.0]]), [0]))  # doctest: +ELLIPSIS
     0.693...
+    >>> cr.nn.functional.cross_entropy(cr.tensor([[0.0, 0.0]]), [0], label_smoothing=0.5, reduction="none")
+    tensor([0.6931472])
     """
     shape = np.shape(raw(logits))
     t = np.asarray(raw(target))
-    if len(shape) == 2 and t.shape == shape[:1] and t.dtype.kind in "iu" and t.size \
-            and 0 <= t.min() and t.max() < shape[1]:
+    if weight is None and not label_smoothing and len(shape) == 2 and t.shape == shape[:1] \
+            and t.dtype.kind in "iu" and t.size and 0 <= t.min() and t.max() < shape[1] \
+            and (ignore_index < 0 or ignore_index >= shape[1]):
         return _reduce(ops.softmax_cross_entropy(logits, t), reduction, "cross_entropy")
-    return nll_loss(log_softmax(logits, axis=-1), target, reduction)   # raises the clear errors
+    if not 0.0 <= label_smoothing <= 1.0:
+        raise ValueError(f"cross_entropy: label_smoothing must be in [0, 1], got {label_smoothing}")
+    ca = _class_axis(shape, "cross_entropy")
+    if t.dtype.kind in "iu":
+        return _class_index_loss(log_softmax(logits, axis=ca), t, weight, ignore_index, reduction,
+                                 label_smoothing, "cross_entropy")
+    if not is_floating(t.dtype) or t.shape != shape:
+        raise DTypeError(f"cross_entropy: target of dtype {t.dtype} and shape {t.shape} is not "
+                         f"integer class indices of shape {shape[:ca] + shape[ca + 1:]} or class "
+                         f"probabilities of shape {shape}; convert indices with target.astype('int64')")
+    if ignore_index >= 0:
+        raise ValueError(f"cross_entropy: ignore_index is not supported for class-probability "
+                         f"(float) targets, got ignore_index={ignore_index}; zero those rows' "
+                         f"probabilities instead")
+    return _soft_target_loss(logits, target, ca, weight, reduction, label_smoothing)
 
 
 def mse_loss(x: Any, target: Any, reduction: str = "mean") -> Any:
@@ -95,7 +198,13 @@ def binary_cross_entropy_with_logits(logits: Any, target: Any, reduction: str = 
 
 # ----- layers as functions -----
 def linear(x: Any, weight: Any, bias: Any = None) -> Any:
-    """``x @ weight.T + bias`` (weight has shape (out_features, in_features), as in PyTorch)."""
+    """``x @ weight.T + bias`` (weight has shape (out_features, in_features), as in PyTorch).
+
+    >>> import chainrule as cr
+    >>> w, b = cr.tensor([[1.0, 1.0], [0.0, 1.0]]), cr.tensor([0.5, 0.0])
+    >>> cr.nn.functional.linear(cr.tensor([[1.0, 2.0]]), w, b)
+    tensor([[3.5, 2. ]])
+    """
     n_in = np.shape(raw(weight))[1]
     if np.shape(raw(x))[-1:] != (n_in,):
         raise ShapeError(f"linear: input of shape {np.shape(raw(x))} does not end in in_features="
@@ -148,7 +257,13 @@ def layer_norm(x: Any, normalized_shape: tuple, weight: Any = None, bias: Any = 
 
 
 def embedding(indices: Any, weight: Any) -> Any:
-    """Rows of ``weight`` picked by integer ``indices`` (any shape)."""
+    """Rows of ``weight`` picked by integer ``indices`` (any shape).
+
+    >>> import chainrule as cr
+    >>> cr.nn.functional.embedding([[2, 0]], cr.tensor([[0.0, 1.0], [2.0, 3.0], [4.0, 5.0]]))
+    tensor([[[4., 5.],
+             [0., 1.]]])
+    """
     idx = np.asarray(raw(indices))
     n = np.shape(raw(weight))[0]
     if idx.dtype.kind not in "iu":
@@ -207,16 +322,36 @@ def conv2d(x: Any, weight: Any, bias: Any = None, stride: Any = 1, padding: Any 
     return ops.transpose(ops.reshape(out, (n, ho, wo, o)), (0, 3, 1, 2))
 
 
+def _lowest(dtype: Any) -> Any:
+    """The value no element can be below: -inf for floats, the minimum of an integer dtype."""
+    if is_floating(dtype):
+        return -np.inf
+    return False if dtype.kind == "b" else np.iinfo(dtype).min
+
+
 def max_pool2d(x: Any, kernel_size: Any, stride: Any = None, padding: Any = 0) -> Any:
-    """Max over each window (padding counts as -inf). Ties share the gradient equally."""
+    """Max over each window (padding never wins: -inf, or an integer dtype's minimum). Ties share the
+    gradient equally.
+
+    >>> import chainrule as cr, numpy as np
+    >>> cr.nn.functional.max_pool2d(cr.tensor(np.array([[[[1, 2], [3, 4]]]])), 2, stride=1, padding=1)
+    tensor([[[[1, 2, 2],
+              [3, 4, 4],
+              [3, 4, 4]]]])
+    """
     kernel = _pair(kernel_size)
     p = _patches(x, kernel, _pair(stride if stride is not None else kernel_size), _pair(padding),
-                 "max_pool2d", fill=-np.inf)
+                 "max_pool2d", fill=_lowest(np.asarray(raw(x)).dtype))
     return ops.amax(p, axis=2)
 
 
 def avg_pool2d(x: Any, kernel_size: Any, stride: Any = None, padding: Any = 0) -> Any:
-    """Mean over each window (zero padding is counted, as PyTorch's default)."""
+    """Mean over each window (zero padding is counted, as PyTorch's default).
+
+    >>> import chainrule as cr
+    >>> cr.nn.functional.avg_pool2d(cr.tensor([[[[1.0, 2.0], [3.0, 6.0]]]]), 2)
+    tensor([[[[3.]]]])
+    """
     kernel = _pair(kernel_size)
     p = _patches(x, kernel, _pair(stride if stride is not None else kernel_size), _pair(padding),
                  "avg_pool2d")

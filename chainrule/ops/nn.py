@@ -82,7 +82,12 @@ def softmax(x: Any, axis: int = -1) -> Any:
 
 
 def log_softmax(x: Any, axis: int = -1) -> Any:
-    """Log of the softmax along ``axis``, computed without forming the softmax."""
+    """Log of the softmax along ``axis``, computed without forming the softmax.
+
+    >>> import chainrule as cr
+    >>> cr.log_softmax(cr.tensor([0.0, 0.0]))
+    tensor([-0.6931472, -0.6931472])
+    """
     axis = normalize_axis(axis, np.ndim(raw(x)),
                           "log_softmax")[0]
     return apply(LOG_SOFTMAX, (x,), {"axis": axis})
