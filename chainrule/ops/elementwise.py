@@ -2,7 +2,7 @@
 
 Kink conventions (PyTorch's): relu'(0) = 0, abs'(0) = 0, sign/round/floor/ceil have zero gradient,
 maximum/minimum split the gradient evenly on ties, clip passes the gradient at its bounds
-(lo <= x <= hi), sqrt'(0) = inf.
+(lo <= x <= hi), sqrt'(0) = inf, arctan2 has gradient 0 at the origin (0, 0).
 """
 from __future__ import annotations
 
@@ -161,15 +161,25 @@ def _dpow_dexp(out: Any, x: Any) -> Any:
 
 def _dpow_dbase(x: Any, y: Any) -> Any:
     # d(x**y)/dx = y x**(y-1), taken as 0 where y == 0 (also at x == 0, where 0 * inf is NaN), as PyTorch
+    if (type(y) is int or type(y) is float) and y == 2:
+        return x * 2.0                       # the square: no power op
     d = y * power(x, y - 1)
     return where(y == 0, 0.0, d) if np.any(raw(y) == 0) else d
 
 
+_POW_BASE_KEEPING_ZERO = _keep_zero(lambda g, out, x, y: g * _dpow_dbase(x, y))[0]
+
+
+def _pow_base(g: Any, out: Any, x: Any, y: Any) -> Any:
+    # a constant exponent >= 1 has a finite derivative wherever x is: no zero-keeping scan needed
+    if (type(y) is int or type(y) is float) and y >= 1:
+        return g * _dpow_dbase(x, y)
+    return _POW_BASE_KEEPING_ZERO(g, out, x, y)
+
+
 POWER = defprim("power", np.power,
-                vjps=_keep_zero(lambda g, out, x, y: g * _dpow_dbase(x, y),
-                                lambda g, out, x, y: g * _dpow_dexp(out, x)),
-                jvps=_keep_zero(lambda t, out, x, y: t * _dpow_dbase(x, y),
-                                lambda t, out, x, y: t * _dpow_dexp(out, x)),
+                vjps=(_pow_base, _keep_zero(lambda g, out, x, y: g * _dpow_dexp(out, x))[0]),
+                jvps=(_pow_base, _keep_zero(lambda t, out, x, y: t * _dpow_dexp(out, x))[0]),
                 saves="x y out")
 
 
@@ -191,11 +201,20 @@ MINIMUM = defprim("minimum", np.minimum,
                   jvps=(lambda t, out, x, y: t * _arg_mask(x, y, False),
                         lambda t, out, x, y: t * _arg_mask(y, x, False)), saves="x y",
                   decide=lambda x, y: np.sign(np.subtract(x, y)))
+def _inv_r2(x: Any, y: Any) -> Any:
+    # 1 / (x^2 + y^2), taken as 0 at the origin (0/0), where arctan2 has no derivative, as PyTorch
+    r2 = x * x + y * y
+    if not np.any(raw(r2) == 0):
+        return 1.0 / r2
+    zero = r2 == 0
+    return where(zero, 0.0, 1.0 / where(zero, 1.0, r2))
+
+
 ARCTAN2 = defprim("arctan2", np.arctan2,
-                  vjps=_keep_zero(lambda g, out, x, y: g * y / (x * x + y * y),
-                                  lambda g, out, x, y: -g * x / (x * x + y * y)),
-                  jvps=_keep_zero(lambda t, out, x, y: t * y / (x * x + y * y),
-                                  lambda t, out, x, y: -t * x / (x * x + y * y)), saves="x y")
+                  vjps=_keep_zero(lambda g, out, x, y: g * y * _inv_r2(x, y),
+                                  lambda g, out, x, y: -g * x * _inv_r2(x, y)),
+                  jvps=_keep_zero(lambda t, out, x, y: t * y * _inv_r2(x, y),
+                                  lambda t, out, x, y: -t * x * _inv_r2(x, y)), saves="x y")
 # where(cond, x, y): the condition gets no gradient; the untaken branch gets exactly zero.
 WHERE = defprim("where", np.where,
                 vjps=(None, lambda g, out, c, x, y: where(c, g, 0.0),
@@ -345,14 +364,30 @@ def hypot(x: Any, y: Any) -> Any:
     """
     m = maximum(abs(x), abs(y))
     safe = where((m == 0) | isinf(m), 1.0, m)
-    return where(isinf(m), m, safe * sqrt(square(x / safe) + square(y / safe)))
+    # gradient 0 at the origin, as the 2-norm's (PyTorch's hypot gives NaN there)
+    return where(isinf(m), m, safe * _zero_at_zero(sqrt, square(x / safe) + square(y / safe)))
+
+
+def _zero_at_zero(fn: Any, x: Any) -> Any:
+    """``fn(x)`` for an ``fn`` with ``fn(0) = 0`` whose slope at 0 is infinite (sqrt, x**(1/p)),
+    with the gradient at ``x == 0`` taken as 0: the subgradient PyTorch uses for norms and std.
+
+    >>> import chainrule as cr
+    >>> x = cr.tensor([0.0, 4.0], requires_grad=True)
+    >>> _zero_at_zero(cr.sqrt, x).sum().backward(); x.grad
+    tensor([0.  , 0.25])
+    """
+    zero = x == 0
+    return where(zero, 0.0, fn(where(zero, 1.0, x)))
 
 
 def logaddexp(x: Any, y: Any) -> Any:
-    """``log(exp(x) + exp(y))`` computed stably (composite)."""
+    """``log(exp(x) + exp(y))`` computed stably (composite); gradient 0 where both are -inf, as
+    ``logsumexp``."""
     m = maximum(x, y)
-    same = x == y                    # also both -inf, where x - y is NaN
-    return m + log1p(exp(-abs(where(same, 0.0, x - y))))
+    same = x == y                    # also both +-inf, where x - y is NaN
+    out = m + log1p(exp(-abs(where(same, 0.0, x) - where(same, 0.0, y))))
+    return where(same & (m == -np.inf), -np.inf, out)
 
 
 def fmax(x: Any, y: Any) -> Any:

@@ -38,7 +38,7 @@ def _matmul_vjp_x(g: Any, out: Any, x: Any, y: Any) -> Any:
     if y.ndim == 1:                      # (..., k) @ (k,) -> (...): gx = g[..., None] * y
         return g[..., None] * y
     if x.ndim == 1:                      # (k,) @ (..., k, n) -> (..., n): gx = y g, batch summed by _fit
-        return _mm(y, g[..., None])[..., 0]
+        return _mm(y, g) if y.ndim == 2 else _mm(y, g[..., None])[..., 0]
     return _mm(g, y.swapaxes(-1, -2))
 
 
@@ -47,8 +47,8 @@ def _matmul_vjp_y(g: Any, out: Any, x: Any, y: Any) -> Any:
         if y.ndim == 1:
             return g * x
         return x[:, None] * g[..., None, :]
-    if y.ndim == 1:                      # (..., m, k) @ (k,) -> (..., m): gy = x^T g
-        return _mm(x.swapaxes(-1, -2), g[..., None])[..., 0]
+    if y.ndim == 1:                      # (..., m, k) @ (k,) -> (..., m): gy = x^T g (= g x for 2-D x)
+        return _mm(g, x) if x.ndim == 2 else _mm(x.swapaxes(-1, -2), g[..., None])[..., 0]
     return _mm(x.swapaxes(-1, -2), g)
 
 
@@ -180,13 +180,75 @@ SOLVE = defprim("solve", np.linalg.solve,
                 flops=lambda out, a, b: 2 * int(np.size(a)) * int(np.shape(a)[-1]) // 3
                 + 2 * int(np.size(out)) * int(np.shape(a)[-1]), kind="matmul",
                 hint="a must be square (..., n, n) and b of shape (..., n) or (..., n, k).")
-DET = defprim("det", np.linalg.det,
-              vjps=(lambda g, out, x: expand_dims(expand_dims(g * out, -1), -1) * _t(inv(x)),),
-              jvps=(lambda t, out, x: out * trace(solve(x, t), axis1=-2, axis2=-1),), saves="x out",
+
+
+def _cofactor(x: Any, out: Any) -> Any:
+    """d det(x) / dx = adj(x)^T, finite everywhere. det(x) inv(x)^T is cheap and accurate when x is
+    well conditioned; at a singular or ill-conditioned x (where inv fails or loses digits) the
+    cofactor matrix comes from the SVD, or, when the rule must itself be differentiable (Tensors:
+    create_graph, forward-over-reverse), from the minors' determinants, whose rule recurses."""
+    xd = raw(x)
+    try:
+        x_inv = np.linalg.inv(xd)
+    except np.linalg.LinAlgError:              # an exactly singular matrix somewhere in the batch
+        x_inv = None
+    if x_inv is not None:
+        # condition number, estimated within a factor n from the largest entries of x and inv(x)
+        # (two cheap reductions); NaN inputs compare False and keep the cheap formula
+        cond = xd.shape[-1] * _max_abs(xd) * _max_abs(x_inv)
+        if not (cond * np.sqrt(np.finfo(x_inv.dtype).eps) > 1).any():
+            scale = expand_dims(expand_dims(out, -1), -1)
+            return scale * _t(inv(x) if isinstance(x, Tensor) else x_inv)
+    return _cofactor_by_minors(x) if isinstance(x, Tensor) else _cofactor_by_svd(xd)
+
+
+def _max_abs(x: Any) -> Any:
+    return np.abs(x).max(axis=(-2, -1), initial=0)
+
+
+def _cofactor_by_svd(x: Any) -> Any:
+    # x = u diag(s) v^T  =>  adj(x)^T = det(u) det(v) u diag(prod_{j != i} s_j) v^T, exact at rank < n
+    u, s, vt = np.linalg.svd(x)
+    others = _prod_others(s, (s.ndim - 1,))
+    sign = np.linalg.det(u) * np.linalg.det(vt)
+    return sign[..., None, None] * np.matmul(u * others[..., None, :], vt)
+
+
+def _cofactor_by_minors(x: Any) -> Any:
+    # cof_ij = (-1)^(i+j) det(x without row i and column j): n^2 determinants of size n - 1
+    n = x.shape[-1]
+    if np.size(raw(x)) * n * n > 2 ** 26:
+        raise ValueError(f"det: differentiating the gradient of det at a singular or ill-conditioned "
+                         f"{x.shape} matrix "
+                         f"needs its n^2 minors ({np.size(raw(x)) * n * n} elements); regularise it "
+                         f"(x + eps * I) or take the gradient without create_graph")
+    keep = np.array([[j for j in range(n) if j != i] for i in range(n)], dtype=np.intp).reshape(n, n - 1)
+    minors = x[..., keep[:, None, :, None], keep[None, :, None, :]]
+    signs = (-1.0) ** np.add.outer(np.arange(n), np.arange(n))
+    return det(minors) * signs.astype(raw(x).dtype)
+
+
+def _det_vjp(g: Any, out: Any, x: Any) -> Any:
+    return expand_dims(expand_dims(g, -1), -1) * _cofactor(x, out)
+
+
+def _det_jvp(t: Any, out: Any, x: Any) -> Any:
+    return sum(_cofactor(x, out) * t, axis=(-2, -1))           # trace(adj(x) t)
+
+
+def _logabsdet_inv_t(x: Any, out: Any) -> Any:
+    if np.any(np.isneginf(raw(out))):
+        raise ValueError(f"slogdet: the gradient of log|det(x)| is inv(x)^T, which does not exist: the "
+                         f"{raw(x).shape} input is singular (log|det| = -inf); regularise it "
+                         f"(x + eps * I), or differentiate cr.linalg.det, whose gradient is finite there")
+    return _t(inv(x))
+
+
+DET = defprim("det", np.linalg.det, vjps=(_det_vjp,), jvps=(_det_jvp,), saves="x out",
               flops=lambda out, x: 2 * int(np.size(x)) * int(np.shape(x)[-1]) // 3, kind="matmul")
 LOGABSDET = defprim("logabsdet", lambda x: np.linalg.slogdet(x)[1],
-                    vjps=(lambda g, out, x: expand_dims(expand_dims(g, -1), -1) * _t(inv(x)),),
-                    jvps=(lambda t, out, x: trace(solve(x, t), axis1=-2, axis2=-1),), saves="x",
+                    vjps=(lambda g, out, x: expand_dims(expand_dims(g, -1), -1) * _logabsdet_inv_t(x, out),),
+                    jvps=(lambda t, out, x: sum(_logabsdet_inv_t(x, out) * t, axis=(-2, -1)),), saves="x out",
                     flops=lambda out, x: 2 * int(np.size(x)) * int(np.shape(x)[-1]) // 3, kind="matmul")
 
 
@@ -332,7 +394,14 @@ def solve(a: Any, b: Any) -> Any:
 
 
 def det(x: Any) -> Any:
-    """Determinant (batched)."""
+    """Determinant (batched); its gradient, the cofactor matrix, is exact at singular matrices too.
+
+    >>> import chainrule as cr
+    >>> x = cr.tensor([[1.0, 2.0], [2.0, 4.0]], requires_grad=True)
+    >>> cr.linalg.det(x).backward(); x.grad
+    tensor([[ 4., -2.],
+            [-2.,  1.]])
+    """
     return apply(DET, (x,))
 
 
@@ -343,7 +412,8 @@ class SlogdetResult(NamedTuple):
 
 
 def slogdet(x: Any) -> SlogdetResult:
-    """(sign, log|det|) as ``numpy.linalg.slogdet``; the sign has no gradient, log|det| has inv(x)^T.
+    """(sign, log|det|) as ``numpy.linalg.slogdet``; the sign has no gradient, log|det| has inv(x)^T
+    (a clear error at a singular x, where log|det| = -inf).
 
     >>> import chainrule as cr
     >>> cr.linalg.slogdet(cr.tensor([[2.0, 0.0], [0.0, 3.0]])).logabsdet  # doctest: +ELLIPSIS
@@ -362,7 +432,13 @@ def cholesky(x: Any) -> Any:
 def norm(x: Any, ord: Any = None, axis: Any = None, keepdims: bool = False) -> Any:
     """Vector p-norms and the Frobenius norm (composite), as ``numpy.linalg.norm``.
 
-    The gradient of the 2-norm at 0 is taken as 0 (a subgradient), as PyTorch does.
+    Where a p-norm (p > 0) or one of its terms |x_i|**p has an infinite slope at 0 (the whole
+    vector 0; a zero entry for p < 1), the gradient there is taken as 0, as PyTorch does.
+
+    >>> import chainrule as cr
+    >>> x = cr.tensor([0.0, 0.0], requires_grad=True)
+    >>> cr.linalg.norm(x, ord=3).backward(); x.grad
+    tensor([0., 0.])
     """
     ndim = np.ndim(raw(x))
     if axis is None and ord is None:
@@ -390,16 +466,21 @@ def norm(x: Any, ord: Any = None, axis: Any = None, keepdims: bool = False) -> A
         return sum(astype(x != 0, raw(x).dtype), axis=axis, keepdims=keepdims)
     if ord == 1:
         return sum(abs(x), axis=axis, keepdims=keepdims)
-    return sum(abs(x) ** ord, axis=axis, keepdims=keepdims) ** (1.0 / ord)
+    if not isinstance(ord, (int, float, np.number)):
+        raise ValueError(f"norm: ord={ord!r} is not a vector norm order; use a number, inf or -inf "
+                         f"(or pass a 2-tuple axis for matrix norms such as 'fro' and 'nuc')")
+    if ord < 0:                      # a zero entry makes the norm 0 through 0**ord = inf: no masking
+        return sum(abs(x) ** ord, axis=axis, keepdims=keepdims) ** (1.0 / ord)
+    # |x|**p (p < 1) and s**(1/p) (p > 1) have infinite slopes at 0: gradient 0 there, as PyTorch
+    powered = _zero_at_zero(lambda a: a ** ord, abs(x))
+    return _zero_at_zero(lambda s: s ** (1.0 / ord), sum(powered, axis=axis, keepdims=keepdims))
 
 
 def _two_norm(x: Any, axis: Any, keepdims: bool) -> Any:
-    sq = sum(x * x, axis=axis, keepdims=keepdims)
-    safe = where(sq == 0, 1.0, sq)
-    return where(sq == 0, 0.0, sqrt(safe))
+    return _zero_at_zero(sqrt, sum(x * x, axis=axis, keepdims=keepdims))
 
 
 from ..tensor import wrap as _wrap  # noqa: E402
-from .elementwise import abs, astype, sqrt, where  # noqa: E402
-from .reduction import amax, amin, sum  # noqa: E402
+from .elementwise import _zero_at_zero, abs, astype, sqrt  # noqa: E402
+from .reduction import _prod_others, amax, amin, sum  # noqa: E402
 from .shape import broadcast_to, expand_dims, ravel, reshape, squeeze, swapaxes, trace  # noqa: E402

@@ -96,13 +96,31 @@ AMIN = defprim("amin", lambda x, axis, keepdims, shape: np.amin(x, axis=axis, ke
 def _logsumexp_forward(x: Any, axis: Any, keepdims: bool, shape: Any) -> Any:
     m = np.maximum.reduce(x, axis=axis, keepdims=True)
     m = np.where(np.isfinite(m), m, 0)
-    out = np.log(np.add.reduce(np.exp(x - m), axis=axis, keepdims=True)) + m
+    total = np.add.reduce(np.exp(x - m), axis=axis, keepdims=True)
+    if total.all():
+        out = np.log(total) + m
+    else:
+        with np.errstate(divide="ignore"):     # every entry -inf: log(0) = -inf is the answer
+            out = np.log(total) + m
     return out if keepdims else np.reshape(out, [n for i, n in enumerate(out.shape)
                                                  if axis is not None and i not in axis])
 
 
 def _softmax_of(x: Any, out: Any, axis: Any, keepdims: bool, shape: Any) -> Any:
-    return exp(x - expand_reduced(out, shape, axis, keepdims))
+    # d logsumexp / dx = softmax(x) = exp(x - out), except where out is infinite (x - out is NaN):
+    # out = -inf (every entry -inf, i.e. log 0, the log-semiring zero): gradient 0, since
+    # log(0 + 0 * e^y) has slope 0 in y (PyTorch and JAX give NaN: pytorch#31829, jax#6811);
+    # out = +inf: the k entries equal to +inf share it, 1/k each, the softmax of a k-way tie.
+    full = expand_reduced(out, shape, axis, keepdims)
+    if not np.isinf(raw(out)).any():
+        return exp(x - full)
+    finite = ~np.isinf(raw(full))
+    p = exp(where(finite, x - where(finite, full, 0.0), -np.inf))
+    top = (raw(x) == np.inf) & ~finite
+    if not top.any():
+        return p
+    share = top / np.maximum(np.sum(top, axis=axis, keepdims=True), 1)
+    return p + share.astype(raw(p).dtype)
 
 
 LOGSUMEXP = defprim("logsumexp", _logsumexp_forward,
@@ -193,7 +211,15 @@ min = amin
 
 
 def logsumexp(x: Any, axis: Any = None, keepdims: bool = False) -> Any:
-    """``log(sum(exp(x), axis))`` computed without overflow; its gradient is the softmax."""
+    """``log(sum(exp(x), axis))`` computed without overflow; its gradient is the softmax, taken as 0
+    where every entry is -inf and shared by the +inf entries where some are +inf.
+
+    >>> import chainrule as cr
+    >>> x = cr.tensor([[-float("inf"), -float("inf")], [float("inf"), 0.0]], requires_grad=True)
+    >>> cr.logsumexp(x, axis=1).backward(cr.tensor([1.0, 1.0])); x.grad
+    tensor([[0., 0.],
+            [1., 0.]])
+    """
     return _reduce(LOGSUMEXP, x, axis, keepdims)
 
 
@@ -237,8 +263,8 @@ def var(x: Any, axis: Any = None, keepdims: bool = False, ddof: int = 0) -> Any:
 
 
 def std(x: Any, axis: Any = None, keepdims: bool = False, ddof: int = 0) -> Any:
-    """Standard deviation (composite: sqrt of var)."""
-    return sqrt(var(x, axis, keepdims, ddof))
+    """Standard deviation (composite: sqrt of var); the gradient of a constant's std is 0, as PyTorch."""
+    return _zero_at_zero(sqrt, var(x, axis, keepdims, ddof))
 
 
 def average(x: Any, axis: Any = None, weights: Any = None) -> Any:
@@ -284,5 +310,5 @@ ARGMAX = defprim("argmax", lambda x: np.argmax(x), vjps=None, jvps=None, kind="d
 
 from ..grad_mode import STATE  # noqa: E402
 from ..tensor import wrap as _wrap  # noqa: E402
-from .elementwise import astype, equal, exp, ones_like, sqrt  # noqa: E402
+from .elementwise import _zero_at_zero, astype, equal, exp, ones_like, sqrt, where  # noqa: E402
 from .shape import concatenate, flip, moveaxis, reshape, stack, transpose  # noqa: E402
