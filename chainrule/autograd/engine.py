@@ -129,8 +129,16 @@ def run(roots: list, retain_graph: bool, create_graph: bool, targets: dict | Non
     collect = gc.isenabled()
     gc.disable()
     try:
-        while heap:
-            node = heappop(heap)[1]
+        # ``nxt``: a node made pending by the last one and newer than everything in the heap, run
+        # next without going through the heap (a chain never touches the heap at all)
+        nxt = None
+        while True:
+            if nxt is not None:
+                node, nxt = nxt, None
+            elif heap:
+                node = heappop(heap)[1]
+            else:
+                break
             g = pending.pop(node)
             if node.pre_hooks:
                 g = _run_hooks(node, g, tensor_mode)
@@ -162,12 +170,18 @@ def run(roots: list, retain_graph: bool, create_graph: bool, targets: dict | Non
                         pending[child] = pending[child] + gi
                     else:
                         _add(pending, edge, gi)
+                    continue
+                if nxt is None:
+                    nxt = child
                 else:
                     heappush(heap, (-child.seq, child))
-                    if len(metas) == 1:
-                        pending[child] = gi
-                    else:
-                        _add(pending, edge, gi)
+                if len(metas) == 1:
+                    pending[child] = gi
+                else:
+                    _add(pending, edge, gi)
+            if nxt is not None and heap and heap[0][0] < -nxt.seq:   # the heap holds a newer node
+                heappush(heap, (-nxt.seq, nxt))
+                nxt = None
             if not retain_graph:
                 node.release()
     finally:

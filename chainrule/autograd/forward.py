@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
+from .._backend import ndarray
 from .._dtypes import is_floating
 from ..errors import DTypeError, ShapeError
 from ..grad_mode import STATE, refresh_rare
@@ -18,10 +19,50 @@ _level_ids = itertools.count(1)
 
 
 def push_tangents(prim: Any, xs: tuple, params: dict, out: Any) -> None:
-    """Give ``out`` a tangent at every visible level that some input carries one at."""
+    """Give ``out`` a tangent at every visible level that some input carries one at.
+
+    The common case, one level and nothing to record, runs the JVP rules on the ndarrays
+    themselves (no nested tangents, no graph), so a jvp, and the backward of forward-over-reverse,
+    cost little more than their arithmetic. Otherwise the rules run on Tensors (``_push_nested``).
+    """
     st = STATE
-    if len(st.fw_levels) == 1 and _push_plain(prim, xs, params, out, st):
-        return
+    levels = st.fw_levels
+    if len(levels) != 1:
+        return _push_nested(prim, xs, params, out, st)
+    level = levels[0]
+    if level > st.fw_visible:
+        return None                     # the level is hidden here: there is nothing to push
+    record = st.grad_enabled
+    datas, todo = [], []
+    for i, x in enumerate(xs):
+        if isinstance(x, Tensor):
+            if record and x._requires_grad:
+                return _push_nested(prim, xs, params, out, st)
+            datas.append(x.data)
+            t = x._tangents.get(level) if x._tangents else None
+            if t is not None:
+                if record and t._requires_grad:
+                    return _push_nested(prim, xs, params, out, st)
+                todo.append((i, t.data))
+        else:
+            datas.append(x)
+    rules, variadic, o, tout = prim.jvps, prim.variadic, out.data, None
+    for i, t in todo:
+        rule = rules[0 if variadic else i]
+        if rule is None:
+            continue
+        ti = rule(t, o, *datas, argnum=i, **params) if variadic else rule(t, o, *datas, **params)
+        tout = ti if tout is None else tout + ti
+    if tout is not None:
+        if out._tangents is None:
+            out._tangents = {}
+        out._tangents[level] = fit_tangent(tout, out, prim.name)
+    return None
+
+
+def _push_nested(prim: Any, xs: tuple, params: dict, out: Any, st: Any) -> None:
+    """Several levels, or tangents that must be recorded: the rules run on Tensors, with the
+    levels >= the one being pushed hidden (tower semantics)."""
     active, visible = st.fw_levels, st.fw_visible
     levels: set = set()
     for x in xs:
@@ -56,43 +97,10 @@ def push_tangents(prim: Any, xs: tuple, params: dict, out: Any) -> None:
         st.fw_visible = visible
 
 
-def _push_plain(prim: Any, xs: tuple, params: dict, out: Any, st: Any) -> bool:
-    """The common case, one level and nothing to record: the rules run on the ndarrays themselves
-    (no nested tangents, no graph), so a jvp, and the backward of forward-over-reverse, cost little
-    more than their arithmetic. False if the case does not apply (something requires grad)."""
-    level = st.fw_levels[0]
-    if level > st.fw_visible:
-        return True                     # the level is hidden here: there is nothing to push
-    record = st.grad_enabled
-    datas, todo = [], []
-    for i, x in enumerate(xs):
-        if isinstance(x, Tensor):
-            if record and x._requires_grad:
-                return False
-            datas.append(x.data)
-            t = x._tangents.get(level) if x._tangents else None
-            if t is not None:
-                if record and t._requires_grad:
-                    return False
-                todo.append((i, t.data))
-        else:
-            datas.append(x)
-    rules, variadic, o, tout = prim.jvps, prim.variadic, out.data, None
-    for i, t in todo:
-        rule = rules[0 if variadic else i]
-        if rule is None:
-            continue
-        ti = rule(t, o, *datas, argnum=i, **params) if variadic else rule(t, o, *datas, **params)
-        tout = ti if tout is None else tout + ti
-    if tout is not None:
-        if out._tangents is None:
-            out._tangents = {}
-        out._tangents[level] = fit_tangent(tout, out, prim.name)
-    return True
-
-
 def fit_tangent(t: Any, out: Any, who: str) -> Any:
     """Broadcast a tangent to its primal's shape and cast it to its dtype (the only place)."""
+    if type(t) is ndarray and t.shape == out.data.shape and t.dtype is out.data.dtype:
+        return wrap(t)                  # the common case, exactly
     if not isinstance(t, Tensor):
         t = wrap(t)
     if t.shape != out.shape:

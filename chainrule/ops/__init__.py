@@ -13,7 +13,7 @@ from .elementwise import (abs, absolute, add, alias, arccos, arccosh, arcsin, ar
                           log1p, log2, log10, logaddexp, logical_and, logical_not, logical_or,
                           maximum, minimum, mod, multiply, negative, nonzero, not_equal, ones_like,
                           pow, power, reciprocal, relu, remainder, round, sigmoid, sign, sin, sinh,
-                          softplus, sqrt, square, subtract, tan, tanh, true_divide, where,
+                          softplus, sqrt, square, subtract, tan, tanh, tanh_backward, true_divide, where,
                           zeros_like)
 from .linalg import (cholesky, det, dot, einsum, inner, inv, linear, matmul, norm, outer, slogdet, solve,
                      tensordot, vdot)
