@@ -173,6 +173,12 @@ OP_SPECS: list[OpSpec] = [
     OpSpec("softmax", lambda x: cr.softmax(x, axis=1), torch_fn=_tl(lambda t, x: t.softmax(x, dim=1))),
     OpSpec("softmax_cross_entropy", lambda x: cr.ops.softmax_cross_entropy(x, [2, 0, 3]),
            torch_fn=_tl(lambda t, x: t.nn.functional.cross_entropy(x, t.tensor([2, 0, 3]), reduction="none"))),
+    OpSpec("softmax_cross_entropy", lambda x: cr.ops.softmax_cross_entropy(x, [2, 0, 3], "mean"),
+           id="softmax_cross_entropy-mean",
+           torch_fn=_tl(lambda t, x: t.nn.functional.cross_entropy(x, t.tensor([2, 0, 3])))),
+    OpSpec("softmax_cross_entropy", lambda x: cr.ops.softmax_cross_entropy(x, [2, 0, 3], "sum"),
+           id="softmax_cross_entropy-sum",
+           torch_fn=_tl(lambda t, x: t.nn.functional.cross_entropy(x, t.tensor([2, 0, 3]), reduction="sum"))),
     OpSpec("log_softmax", lambda x: cr.log_softmax(x, axis=0),
            torch_fn=_tl(lambda t, x: t.log_softmax(x, dim=0))),
 ]

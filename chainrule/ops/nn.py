@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._backend import np
+from .._backend import ndarray, np
 from ._registry import apply, defprim, raw
 from ._shapes import normalize_axis
 
@@ -32,10 +32,14 @@ LOG_SOFTMAX = defprim("log_softmax", _log_softmax_forward,
                       saves="out", flops=lambda out, x, axis: 4 * int(np.size(out)), kind="softmax")
 
 
-def _softmax_cross_entropy_forward(x: Any, target: Any) -> Any:
+def _softmax_cross_entropy_forward(x: Any, target: Any, reduction: str = "none") -> Any:
     shifted = x - np.maximum.reduce(x, axis=-1, keepdims=True)
     lse = np.log(np.add.reduce(np.exp(shifted), axis=-1))
-    return lse - shifted[np.arange(len(target)), target]
+    loss = lse - shifted[np.arange(len(target)), target]
+    if reduction == "none":
+        return loss
+    total = np.add.reduce(loss)
+    return np.asarray(total / len(target) if reduction == "mean" else total, dtype=loss.dtype)
 
 
 def _onehot(target: Any, like: Any) -> Any:
@@ -49,24 +53,48 @@ def _dloss_dlogits(x: Any, target: Any) -> Any:
     return softmax(x, axis=-1) - _onehot(target, x)
 
 
-# Fused for speed (one node instead of log_softmax + indexing + negation): per-example
-# cross-entropy of logits (N, C) against integer targets (N,); d/dlogits = softmax - onehot.
+def _softmax_cross_entropy_vjp(g: Any, out: Any, x: Any, target: Any, reduction: str = "none") -> Any:
+    scale = g / len(target) if reduction == "mean" else g          # () or, for "none", (N,)
+    if type(x) is ndarray and type(g) is ndarray:   # a plain backward: in place on a fresh softmax
+        p = np.exp(x - np.maximum.reduce(x, axis=-1, keepdims=True))
+        p /= np.add.reduce(p, axis=-1, keepdims=True)
+        p[np.arange(len(target)), target] -= 1
+        p *= scale[..., None] if reduction == "none" else scale
+        return p
+    return _dloss_dlogits(x, target) * (expand_dims(scale, -1) if reduction == "none" else scale)
+
+
+def _softmax_cross_entropy_jvp(t: Any, out: Any, x: Any, target: Any, reduction: str = "none") -> Any:
+    per_example = sum(t * _dloss_dlogits(x, target), axis=-1)
+    if reduction == "none":
+        return per_example
+    return sum(per_example) / len(target) if reduction == "mean" else sum(per_example)
+
+
+# Fused for speed (one node instead of log_softmax, indexing, negation and the mean): cross-entropy
+# of logits (N, C) against integer targets (N,), per example or reduced ("mean", "sum");
+# d/dlogits = softmax - onehot.
 SOFTMAX_CROSS_ENTROPY = defprim(
     "softmax_cross_entropy", _softmax_cross_entropy_forward,
-    vjps=(lambda g, out, x, target: expand_dims(g, -1) * _dloss_dlogits(x, target),),
-    jvps=(lambda t, out, x, target: sum(t * _dloss_dlogits(x, target), axis=-1),),
-    saves="x", flops=lambda out, x, target: 5 * int(np.size(x)), kind="softmax")
+    vjps=(_softmax_cross_entropy_vjp,), jvps=(_softmax_cross_entropy_jvp,),
+    saves="x", flops=lambda out, x, target, reduction="none": 5 * int(np.size(x)), kind="softmax")
+REDUCTIONS = ("none", "mean", "sum")
 
 
-def softmax_cross_entropy(logits: Any, target: Any) -> Any:
-    """Per-example cross-entropy ``logsumexp(logits) - logits[target]`` of (N, C) logits and
-    integer targets (N,), computed stably as one primitive (``cr.nn.functional.cross_entropy``).
+def softmax_cross_entropy(logits: Any, target: Any, reduction: str = "none") -> Any:
+    """Cross-entropy ``logsumexp(logits) - logits[target]`` of (N, C) logits and integer targets
+    (N,), per example (``reduction="none"``) or its "mean" or "sum", computed stably as one
+    primitive (``cr.nn.functional.cross_entropy``'s plain case).
 
     >>> import chainrule as cr
     >>> cr.ops.softmax_cross_entropy(cr.tensor([[0.0, 0.0]]), [1])
     tensor([0.6931472])
     """
-    return apply(SOFTMAX_CROSS_ENTROPY, (logits,), {"target": np.asarray(raw(target))})
+    if reduction not in REDUCTIONS:
+        raise ValueError(f"softmax_cross_entropy: reduction must be 'none', 'mean' or 'sum', got "
+                         f"{reduction!r}")
+    return apply(SOFTMAX_CROSS_ENTROPY, (logits,), {"target": np.asarray(raw(target)),
+                                                     "reduction": reduction})
 
 
 def softmax(x: Any, axis: int = -1) -> Any:
