@@ -33,7 +33,7 @@ class Primitive:
     """One entry of the op table."""
 
     __slots__ = ("name", "forward", "vjps", "jvps", "save_idx", "save_out", "flops", "variadic",
-                 "differentiable_out", "kind", "hint", "decide", "needs", "keep")
+                 "differentiable_out", "kind", "hint", "decide", "needs", "keep", "passthrough")
 
     def __init__(self, name: str, forward: Callable, vjps: Sequence[VjpRule | None] | None,
                  jvps: Sequence[JvpRule | None] | None, saves: str, flops: FlopRule | None,
@@ -51,6 +51,9 @@ class Primitive:
         self.flops = flops or _flops_elementwise
         self.variadic = variadic
         self.differentiable_out = vjps is not None
+        # every VJP rule is the identity (add, alias, copy, astype): the engine hands the cotangent
+        # straight to the inputs without calling the rules
+        self.passthrough = bool(self.vjps) and all(r is passthrough for r in self.vjps)
         self.kind = kind
         self.hint = hint
         self.decide = decide        # where the op branches (kinks, ties): for gradcheck's kink detection
@@ -85,6 +88,11 @@ def defprim(name: str, forward: Callable, vjps: Sequence[VjpRule | None] | None 
     prim = Primitive(name, forward, vjps, jvps, saves, flops, variadic, kind, hint, decide, needs)
     PRIMITIVES[name] = prim
     return prim
+
+
+def passthrough(g: Any, out: Any, *xs: Any, **params: Any) -> Any:
+    """The rule of an op whose derivative is the identity in that input: the (co)tangent itself."""
+    return g
 
 
 def unary(name: str, forward: Callable, deriv: Callable[[Any, Any], Any], saves: str = "x",

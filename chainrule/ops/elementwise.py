@@ -10,7 +10,7 @@ import math
 from typing import Any
 
 from .._backend import ndarray, np
-from ._registry import Tensor, apply, defprim, raw, linear_jvps, unary
+from ._registry import Tensor, apply, defprim, linear_jvps, passthrough, raw, unary
 
 _LN2 = math.log(2.0)
 _LN10 = math.log(10.0)
@@ -136,7 +136,8 @@ ARCTANH = defprim("arctanh", np.arctanh, vjps=_keep_zero(lambda g, out, x: g / (
 SIGMOID = unary("sigmoid", _sigmoid_numpy, lambda out, x: out * (1 - out), saves="out")
 # relu'(0) = 0, as in PyTorch and JAX
 # relu'(x) read from the output (out > 0 iff x > 0): the pre-activation need not be kept (PyTorch too)
-RELU = unary("relu", _relu_numpy, lambda out, x: out > 0, saves="out", decide=lambda x: x > 0)
+RELU = defprim("relu", _relu_numpy, vjps=(lambda g, out, x: g * (out > 0),),
+               jvps=(lambda t, out, x: t * (out > 0),), saves="out", decide=lambda x: x > 0)
 SOFTPLUS = unary("softplus", _softplus_numpy, lambda out, x: sigmoid(x))
 ERF = unary("erf", _erf_numpy, lambda out, x: _TWO_OVER_SQRT_PI * exp(-x * x))
 # exact (erf) GELU, torch.nn.functional.gelu's default
@@ -153,10 +154,10 @@ SIGN = defprim("sign", np.sign, vjps=(_zero,), jvps=(_zero,), kind="discrete")
 ROUND = defprim("round", np.round, vjps=(_zero,), jvps=(_zero,), kind="discrete")
 FLOOR = defprim("floor", np.floor, vjps=(_zero,), jvps=(_zero,), kind="discrete")
 CEIL = defprim("ceil", np.ceil, vjps=(_zero,), jvps=(_zero,), kind="discrete")
-COPY = defprim("copy", np.copy, vjps=(lambda g, out, x: g,), jvps=(lambda t, out, x: t,),
+COPY = defprim("copy", np.copy, vjps=(passthrough,), jvps=(passthrough,),
                flops=lambda out, x: 0, kind="shape")
 ALIAS = defprim("alias", lambda x: x.view() if hasattr(x, "view") else x,
-                vjps=(lambda g, out, x: g,), jvps=(lambda t, out, x: t,))
+                vjps=(passthrough,), jvps=(passthrough,))
 
 
 def _astype_forward(x: Any, dtype: Any) -> Any:
@@ -164,13 +165,12 @@ def _astype_forward(x: Any, dtype: Any) -> Any:
 
 
 # The engine casts a cotangent to its input's dtype, so astype's rule is the identity.
-ASTYPE = defprim("astype", _astype_forward, vjps=(lambda g, out, x, dtype: g,),
+ASTYPE = defprim("astype", _astype_forward, vjps=(passthrough,),
                  jvps=(lambda t, out, x, dtype: astype(t, dtype),))
 
 
 # ----- binary -----
-ADD = defprim("add", np.add, vjps=(lambda g, out, x, y: g, lambda g, out, x, y: g),
-              jvps=(lambda t, out, x, y: t, lambda t, out, x, y: t))
+ADD = defprim("add", np.add, vjps=(passthrough, passthrough), jvps=(passthrough, passthrough))
 SUBTRACT = defprim("subtract", np.subtract, vjps=(lambda g, out, x, y: g, lambda g, out, x, y: -g),
                    jvps=(lambda t, out, x, y: t, lambda t, out, x, y: -t))
 MULTIPLY = defprim("multiply", np.multiply,
