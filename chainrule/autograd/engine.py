@@ -120,7 +120,7 @@ def run(roots: list, retain_graph: bool, create_graph: bool, targets: dict | Non
             heappush(heap, (-edge[0].seq, edge[0]))
         _add(pending, edge, g)
     captured: dict = {}
-    stored: set = set()
+    stored = {id(g) for _, g in roots}      # arrays a leaf's .grad must not alias: the caller's
     anomaly = st.anomaly
     prev_grad, prev_in_bw = st.grad_enabled, st.in_backward
     st.grad_enabled, st.in_backward = create_graph, True

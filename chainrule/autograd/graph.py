@@ -9,7 +9,7 @@ import itertools
 import weakref
 from typing import Any, Callable
 
-from .._backend import np
+from .._backend import ndarray, np
 from ..errors import GraphError
 from ..grad_mode import STATE
 
@@ -203,12 +203,11 @@ class AccumulateGrad:
         t = self.variable()
         if t is None:
             return
-        if isinstance(g, _Tensor):
-            if not create_graph:
-                g = g.data
+        if not create_graph and isinstance(g, _Tensor):
+            g = g.data
         if not isinstance(g, _Tensor):
-            if id(g) in stored or not getattr(g, "flags", None) or not g.flags.owndata:
-                g = np.array(g, copy=True)      # never alias a user array or another leaf's grad
+            if type(g) is not ndarray or g.base is not None or id(g) in stored:
+                g = np.array(g, copy=True)      # never alias a view, a user's array or another leaf's grad
             stored.add(id(g))
             g = _wrap(g)
         if t.grad is None:

@@ -149,7 +149,8 @@ def cross_entropy(logits: Any, target: Any, weight: Any = None, ignore_index: in
     shape = np.shape(raw(logits))
     t = np.asarray(raw(target))
     if weight is None and not label_smoothing and len(shape) == 2 and t.shape == shape[:1] \
-            and t.dtype.kind in "iu" and t.size and 0 <= t.min() and t.max() < shape[1] \
+            and t.dtype.kind in "iu" and t.size and 0 <= np.minimum.reduce(t) \
+            and np.maximum.reduce(t) < shape[1] \
             and (ignore_index < 0 or ignore_index >= shape[1]) and reduction in ops.nn.REDUCTIONS:
         return ops.softmax_cross_entropy(logits, t, reduction)
     if not 0.0 <= label_smoothing <= 1.0:

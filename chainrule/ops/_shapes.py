@@ -46,6 +46,19 @@ def sum_to(g: Any, shape: tuple[int, ...]) -> Any:
     gshape = tuple(g.shape)
     if gshape == shape:
         return g
+    axes = _SUM_PLANS.get((gshape, shape))
+    if axes is None:
+        axes = _sum_plan(gshape, shape)
+    if type(g) is ndarray and g.dtype not in LOW_PRECISION:    # a plain backward: C calls only
+        return (np.add.reduce(g, axis=axes, keepdims=True) if axes else g).reshape(shape)
+    g = _ops.sum(g, axis=axes, keepdims=True) if axes else g
+    return _ops.reshape(g, shape)
+
+
+_SUM_PLANS: dict = {}           # (gradient shape, target shape) -> the axes to sum: computed once
+
+
+def _sum_plan(gshape: tuple, shape: tuple) -> tuple:
     lead = len(gshape) - len(shape)
     if lead < 0:
         raise ValueError(f"cannot sum shape {gshape} to {shape}")
@@ -56,10 +69,9 @@ def sum_to(g: Any, shape: tuple[int, ...]) -> Any:
             axes.append(lead + i)
         elif n != m:
             raise ValueError(f"cannot sum shape {gshape} to {shape}")
-    if type(g) is ndarray and g.dtype not in LOW_PRECISION:    # a plain backward: C calls only
-        return (g.sum(axis=tuple(axes), keepdims=True) if axes else g).reshape(shape)
-    g = _ops.sum(g, axis=tuple(axes), keepdims=True) if axes else g
-    return _ops.reshape(g, shape)
+    if len(_SUM_PLANS) < 4096:
+        _SUM_PLANS[(gshape, shape)] = tuple(axes)
+    return tuple(axes)
 
 
 def broadcast_shapes(*shapes: tuple[int, ...]) -> tuple[int, ...]:
