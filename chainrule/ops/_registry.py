@@ -122,17 +122,24 @@ def apply(prim: Primitive, xs: tuple, params: dict | None = None) -> Any:
     if rare and st["autocast"] is not None:
         xs = st["autocast"].cast_inputs(prim, xs)
     datas = []
+    edges = []                        # per input: the edge its gradient flows to, or None
     has_tensor = record = False
-    for x in xs:
+    bits = 0                          # bit i: input i needs a gradient
+    for x in xs:                      # one plain loop: cheaper than comprehensions on 3.11
         if isinstance(x, Tensor):
             has_tensor = True
             datas.append(x.data)
             if x._requires_grad:
                 record = True
+                fn = x.grad_fn
+                bits |= 1 << len(edges)
+                edges.append((fn, x._nr) if fn is not None else (x._leaf_edge or x._edge()))
+                continue
         elif type(x) is list or type(x) is tuple:
             datas.append(_python_array(x))
         else:
             datas.append(x)
+        edges.append(None)
     try:
         out_data = prim.forward(*datas, **params) if params else prim.forward(*datas)
     except (ValueError, TypeError, IndexError, np.linalg.LinAlgError) as e:
@@ -152,7 +159,14 @@ def apply(prim: Primitive, xs: tuple, params: dict | None = None) -> Any:
     out = _new(Tensor)                # wrap(), inlined: the hot path
     out.data = out_data
     if record and st["grad_enabled"] and prim.vjps is not None:
-        _record(prim, xs, params or _NO_PARAMS, out, rare)     # sets grad_fn, _requires_grad
+        if rare and st["fw_levels"]:
+            out._tangents = {}        # before the node is built: it keeps the dict if it saves out
+        node = Node(prim, params or _NO_PARAMS, tuple(edges), xs, out,
+                    prim.save_idx if prim.keep is None else prim.keep[bits], rare)
+        if rare and st["anomaly"]:
+            remember_creation(node)
+        out.grad_fn = node
+        out._requires_grad = True
     else:
         out.grad_fn = None
         out._requires_grad = False
@@ -192,26 +206,6 @@ def _python_array(x: Any) -> Any:
 def raw(x: Any) -> Any:
     """The ndarray behind a Tensor; anything else unchanged. (ndarray.data is a buffer: never getattr.)"""
     return x.data if isinstance(x, Tensor) else x
-
-
-def _record(prim: Primitive, xs: tuple, params: dict, out: Tensor, rare: bool) -> None:
-    edges = []
-    bits = 0                          # bit i: input i needs a gradient
-    for i, x in enumerate(xs):        # a plain loop: cheaper than a comprehension on 3.11
-        if isinstance(x, Tensor) and x._requires_grad:
-            fn = x.grad_fn
-            edges.append((fn, x._nr) if fn is not None else (x._leaf_edge or x._edge()))
-            bits |= 1 << i
-        else:
-            edges.append(None)
-    if rare and STATE.fw_levels:
-        out._tangents = {}
-    node = Node(prim, params, tuple(edges), xs, out,
-                prim.save_idx if prim.keep is None else prim.keep[bits], rare)
-    if rare and STATE.anomaly:
-        remember_creation(node)
-    out.grad_fn = node
-    out._requires_grad = True
 
 
 def forward_error(prim: Primitive, xs: tuple, e: Exception) -> Exception:
