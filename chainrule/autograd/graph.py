@@ -20,12 +20,13 @@ _SEQUENCE = itertools.count()   # creation order: the engine runs nodes from the
 class Node:
     """The ``grad_fn`` of a tensor produced by a primitive."""
 
-    __slots__ = ("seq", "prim", "params", "edges", "saved", "versions", "out_data", "metas",
+    __slots__ = ("seq", "prim", "params", "edges", "saved", "out_data", "metas",
                  "__dict__", "__weakref__")
     # Rarely set fields default on the class (no per-node dict in the common case):
     out_tangents: Any = None    # the output's forward-mode tangents, when the rules need the output
     pre_hooks: Any = None       # {output index: [fn, ...]}
     extra: Any = None           # rarely used: anomaly traceback, watchers, packed marker
+    versions: Any = None        # {input index: version when saved}, only if some version is not 0
 
     def __init__(self, prim: Any, params: dict, edges: tuple, xs: tuple, out: Any, idx: Any,
                  rare: bool) -> None:
@@ -38,19 +39,19 @@ class Node:
         data = out.data
         self.metas = ((data.shape, data.dtype),)     # (shape, dtype) per output
         self.out_data = data if prim.save_out else None
-        saved = versions = None     # versions: {input index: version when saved}, only if not 0
+        saved = ()
         if idx:
             n = len(xs)
             saved = [None] * n
+            versions = None
             for i in idx:
                 if i < n:
                     x = saved[i] = xs[i]
                     if isinstance(x, _Tensor) and x._version:
                         if versions is None:
-                            versions = {}
+                            versions = self.versions = {}
                         versions[i] = x._version
-        self.versions = versions
-        self.saved = saved if saved is not None else ()
+        self.saved = saved
         if rare:
             self._save_rare(out)
 
