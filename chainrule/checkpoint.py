@@ -26,7 +26,7 @@ from .autograd import engine
 from .autograd.function import Function, FunctionCtx
 from .grad_mode import STATE, enable_grad
 from .ops import PRIMITIVES, apply
-from .random import get_rng_state, set_rng_state
+from .random import get_rng_state, set_rng_state, used_rng_state
 from .tensor import Tensor
 
 log = logging.getLogger("chainrule.checkpoint")
@@ -76,7 +76,10 @@ class _Checkpoint(Function):
         ctx.others = tuple(None if t else a for a, t in zip(args, ctx.is_tensor))
         ctx.profile_name = "checkpoint"
         ctx.save_for_backward(*[a for a in args if isinstance(a, Tensor)])
-        return run(*args)
+        out = run(*args)
+        if ctx.rng is not None:
+            ctx.rng = used_rng_state(ctx.rng)     # restore in backward only the RNGs fn drew from
+        return out
 
     @staticmethod
     def backward(ctx: FunctionCtx, *gs: Any) -> tuple:
@@ -102,9 +105,15 @@ class _Checkpoint(Function):
         wanted = [x for x, t in zip(xs, ctx.is_tensor) if t and x.requires_grad]
         if pairs:
             roots = [o for o, _ in pairs]
-            targets = wanted + _closure_leaves(roots, wanted)
-            if targets:
-                engine.backward(roots, [g for _, g in pairs], None, create_graph, inputs=targets)
+            if not create_graph:
+                # the inputs are fresh leaves, so every leaf the recomputation reaches (inputs and
+                # closed-over parameters) takes its gradient: a plain backward, no graph walks
+                engine.backward(roots, [g for _, g in pairs], None, False)
+            else:
+                # aliased inputs stay connected to the outer graph: stop there
+                targets = wanted + _closure_leaves(roots, wanted)
+                if targets:
+                    engine.backward(roots, [g for _, g in pairs], None, True, inputs=targets)
         grads = [x.grad if t and x.requires_grad else None for x, t in zip(xs, ctx.is_tensor)]
         return (None, None, *grads)
 
