@@ -483,4 +483,4 @@ def _two_norm(x: Any, axis: Any, keepdims: bool) -> Any:
 from ..tensor import wrap as _wrap  # noqa: E402
 from .elementwise import _zero_at_zero, abs, astype, sqrt  # noqa: E402
 from .reduction import _prod_others, amax, amin, sum  # noqa: E402
-from .shape import broadcast_to, expand_dims, ravel, reshape, squeeze, swapaxes, trace  # noqa: E402
+from .shape import broadcast_to, expand_dims, ravel, reshape, squeeze, swapaxes  # noqa: E402
