@@ -9,6 +9,7 @@ backward runs in the dtypes the forward chose (autocast does not act inside the 
 from __future__ import annotations
 
 import functools
+import weakref
 from typing import Any, Callable
 
 from ._backend import np
@@ -37,6 +38,13 @@ def op_policy(name: str) -> str:
     if name in FP32_OPS or prim.kind == "softmax":
         return "float32"
     return "low" if prim.kind == "matmul" else "input"
+
+
+def _remove_observer(state: dict, observer: Any) -> None:
+    """Take ``observer`` out of a thread's state (``STATE.__dict__``) and refresh its rare flag."""
+    if observer in state["observers"]:
+        state["observers"].remove(observer)
+        refresh_rare(state)
 
 
 class autocast:
@@ -259,8 +267,7 @@ class GradScaler:
         self._backoffs = self._backoffs + 1 if found_inf else 0
         if self._watch is not None:
             watch, self._watch = self._watch, None
-            STATE.observers.remove(watch)
-            refresh_rare()
+            self._unwatch()
             if found_inf:
                 raise NonFiniteGradientError(
                     f"GradScaler: {self._backoffs} consecutive steps had inf/NaN gradients and backing "
@@ -272,6 +279,9 @@ class GradScaler:
             self._watch = _FirstNonFinite()       # watch the next iteration, forward and backward
             STATE.observers.append(self._watch)
             refresh_rare()
+            # removed after the next update, or when the scaler is dropped mid-way (an observer left
+            # behind would slow every op of this thread)
+            self._unwatch = weakref.finalize(self, _remove_observer, STATE.__dict__, self._watch)
 
     def state_dict(self) -> dict:
         """The scaler's state (empty when disabled), as in PyTorch."""

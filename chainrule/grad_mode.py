@@ -24,12 +24,14 @@ class _State(threading.local):
 STATE = _State()
 
 
-def refresh_rare() -> None:
+def refresh_rare(state: dict | None = None) -> None:
     """Recompute ``STATE.rare``; call it after changing fw_levels, hooks, observers, anomaly or
     autocast. The hot path (``ops.apply``) reads this one flag and skips every rare feature when
-    it is False: thread-local lookups cost ~80 ns each, so one instead of eight per op matters."""
-    st = STATE
-    st.rare = bool(st.fw_levels or st.hooks or st.observers or st.anomaly or st.autocast is not None)
+    it is False: thread-local lookups cost ~80 ns each, so one instead of eight per op matters.
+    ``state`` is a thread's ``STATE.__dict__`` (default: this thread's)."""
+    st = STATE.__dict__ if state is None else state
+    st["rare"] = bool(st["fw_levels"] or st["hooks"] or st["observers"] or st["anomaly"]
+                      or st["autocast"] is not None)
 
 
 def is_grad_enabled() -> bool:

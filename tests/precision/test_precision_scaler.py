@@ -128,3 +128,18 @@ def test_diagnostics_count_zero_and_nonfinite_gradients():
     assert rec["underflow"] == 0.25 and rec["overflow"] == 0.0
     assert rec["stale"] == 1.0               # 1 - 1e-6 rounds back to 1.0 in bfloat16
     assert "skipped 0" in cr.precision.summarize(s.history)
+
+
+def test_watcher_goes_when_the_scaler_is_dropped_mid_iteration():
+    import gc
+    p = cr.tensor(np.zeros(2, np.float32), requires_grad=True)
+    opt = cr.optim.SGD([p], lr=0.1)
+    s = GradScaler(init_scale=2.0 ** 10, max_backoffs=1)
+    opt.zero_grad()
+    s.scale(cr.sqrt(p - 1.0).sum()).backward()                 # NaN: one backoff installs the watcher
+    s.step(opt)
+    s.update()
+    assert cr.grad_mode.STATE.observers and cr.grad_mode.STATE.rare
+    del s                                                       # abandoned before the next update
+    gc.collect()
+    assert not cr.grad_mode.STATE.observers and not cr.grad_mode.STATE.rare
