@@ -192,8 +192,11 @@ def _dpow_dbase(x: Any, y: Any) -> Any:
     # d(x**y)/dx = y x**(y-1), taken as 0 where y == 0 (also at x == 0, where 0 * inf is NaN), as PyTorch
     if (type(y) is int or type(y) is float) and y == 2:
         return x * 2.0                       # the square: no power op
-    d = y * power(x, y - 1)
-    return where(y == 0, 0.0, d) if np.any(raw(y) == 0) else d
+    if not np.any(raw(y) == 0):
+        return y * power(x, y - 1)
+    with np.errstate(divide="ignore", invalid="ignore"):     # 0 * 0**-1 at x == 0: masked below
+        d = y * power(x, y - 1)
+    return where(y == 0, 0.0, d)
 
 
 _POW_BASE_KEEPING_ZERO = _keep_zero(lambda g, out, x, y: g * _dpow_dbase(x, y))[0]
