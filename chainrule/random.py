@@ -27,9 +27,15 @@ def get_generator(generator: Any = None) -> np.random.Generator:
     return default_generator if generator is None else generator
 
 
-def get_rng_state() -> dict:
-    """Snapshot of the default generator and NumPy's global RNG (restore with ``set_rng_state``)."""
-    return {"default": default_generator.bit_generator.state, "numpy": np.random.get_state()}
+def get_rng_state(parts: Any = ("default", "numpy")) -> dict:
+    """Snapshot of the default generator and NumPy's global RNG (restore with ``set_rng_state``);
+    ``parts`` picks which of the two."""
+    state = {}
+    if "default" in parts:
+        state["default"] = default_generator.bit_generator.state
+    if "numpy" in parts:
+        state["numpy"] = np.random.get_state()
+    return state
 
 
 def set_rng_state(state: dict) -> None:

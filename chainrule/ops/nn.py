@@ -56,8 +56,7 @@ def _dloss_dlogits(x: Any, target: Any) -> Any:
 def _softmax_cross_entropy_vjp(g: Any, out: Any, x: Any, target: Any, reduction: str = "none") -> Any:
     scale = g / len(target) if reduction == "mean" else g          # () or, for "none", (N,)
     if type(x) is ndarray and type(g) is ndarray:   # a plain backward: in place on a fresh softmax
-        p = np.exp(x - np.maximum.reduce(x, axis=-1, keepdims=True))
-        p /= np.add.reduce(p, axis=-1, keepdims=True)
+        p = _softmax_forward(x, -1)
         p[np.arange(len(target)), target] -= 1
         p *= scale[..., None] if reduction == "none" else scale
         return p
