@@ -54,7 +54,12 @@ def _zero(g: Any, out: Any, x: Any, **params: Any) -> Any:
 def _keep_zero(*rules: Any) -> tuple:
     """Rules whose local derivative can be inf/NaN (sqrt'(0), log'(0), x/0, ...): an exactly zero
     cotangent (or tangent) gives exactly zero, not 0 * inf = NaN, so ``where(x > 0, sqrt(x), 0.)``
-    has gradient 0 at x <= 0. ``cr.set_safe_zero_cotangents(False)`` restores 0 * inf = NaN."""
+    has gradient 0 at x <= 0. ``cr.set_safe_zero_cotangents(False)`` restores 0 * inf = NaN.
+
+    Only the points where the rule is not finite are replaced: where the local derivative is finite
+    the rule is returned untouched, so its derivative with respect to ``g`` (second and higher
+    derivatives, forward-over-reverse) stays the unguarded one.
+    """
     def wrap_rule(rule: Any) -> Any:
         def rule_keeping_zero(g: Any, out: Any, *xs: Any, **params: Any) -> Any:
             r = rule(g, out, *xs, **params)
@@ -63,7 +68,12 @@ def _keep_zero(*rules: Any) -> tuple:
             zero = raw(g) == 0
             if not zero.any():
                 return r
-            return where(zero, 0.0, r) if isinstance(r, Tensor) else np.where(zero, 0, r)
+            with np.errstate(invalid="ignore"):
+                bad = zero & ~np.isfinite(raw(r))     # 0 * inf, 0 / 0: the local derivative is not finite
+            if not bad.any():
+                return r
+            return where(bad, 0.0, r) if isinstance(r, Tensor) else np.where(bad, 0, r)
+        rule_keeping_zero.keeps_zero = True
         return rule_keeping_zero
     return tuple(wrap_rule(rule) for rule in rules)
 
@@ -207,6 +217,9 @@ def _pow_base(g: Any, out: Any, x: Any, y: Any) -> Any:
     if (type(y) is int or type(y) is float) and y >= 1:
         return g * _dpow_dbase(x, y)
     return _POW_BASE_KEEPING_ZERO(g, out, x, y)
+
+
+_pow_base.keeps_zero = True
 
 
 POWER = defprim("power", np.power,
