@@ -70,6 +70,96 @@ def test_detect_anomaly_names_the_op_inside_a_backward_rule():
     assert "created inside this backward rule by 'divide' (divide by zero)" in msg
 
 
+def _tanh_chain(h, n):
+    for _ in range(n):
+        h = cr.tanh(h)
+    return h
+
+
+def _anomaly_message(y):
+    with pytest.raises(cr.AnomalyError) as info:
+        y.sum().backward()
+    return str(info.value)
+
+
+def test_detect_anomaly_walks_back_to_the_forward_op_that_created_nan():
+    x = cr.tensor([0.5, 1.0], dtype=cr.float64, requires_grad=True)
+    with cr.detect_anomaly():
+        h = _tanh_chain(x, 6)
+        line = _line()
+        h = cr.log(h - 5)                       # creates the NaN; 13 tanh pass it on
+        for _ in range(13):
+            last = _line()
+            h = cr.tanh(h)
+        msg = _anomaly_message(h)
+    assert "Function 'TanhBackward' returned nan" in msg
+    assert f"The forward call that created it: {__file__}, line {last}" in msg
+    assert f"created in the forward pass by 'log' (invalid value) at {__file__}, line {line}" in msg
+    assert "'log' created nan there from finite values" in msg
+
+
+def test_detect_anomaly_finds_a_forward_division_by_zero_several_ops_back():
+    x = cr.tensor([0.5, 1.0], dtype=cr.float64, requires_grad=True)
+    with cr.detect_anomaly():
+        h = x * 2
+        line = _line()
+        h = 1.0 / (h - h)                       # inf
+        h = cr.exp(h * 3 + 1)                   # passed on, then ExpBackward returns inf
+        msg = _anomaly_message(h)
+    assert "Function 'ExpBackward' returned inf" in msg
+    assert f"by 'divide' (divide by zero) at {__file__}, line {line}" in msg
+    assert "'divide' created inf there" in msg
+
+
+def test_detect_anomaly_finds_the_creator_on_one_branch_of_an_add():
+    x = cr.tensor([0.5, 1.0], dtype=cr.float64, requires_grad=True)
+    with cr.detect_anomaly():
+        a = cr.where(x > 0.7, cr.sqrt(x - 0.7), 0.0)   # finite branch: sqrt's NaN is masked
+        line = _line()
+        b = _tanh_chain(cr.log(x - 5), 4)       # the NaN branch, further from the failing node
+        msg = _anomaly_message(_tanh_chain(a + b, 5))
+    assert f"by 'log' (invalid value) at {__file__}, line {line}" in msg
+    assert "'sqrt'" not in msg
+
+
+def test_detect_anomaly_names_an_op_whose_floating_point_error_was_silenced():
+    x = cr.tensor([0.5, 1.0], dtype=cr.float64, requires_grad=True)
+    with cr.detect_anomaly():
+        with np.errstate(all="ignore"):
+            line = _line()
+            h = cr.log(x - 5)
+        msg = _anomaly_message(_tanh_chain(h, 3))
+    assert (f"by 'log' (no floating-point error reported) at {__file__}, line {line}") in msg
+    assert "'log' created nan there from finite values, 3 node(s) before" in msg
+
+
+@pytest.mark.parametrize("requires_grad, op, desc", [(True, "tanh", "a leaf tensor"),
+                                                     (False, "multiply", "a tensor")])
+def test_detect_anomaly_says_when_an_input_already_held_nan(requires_grad, op, desc):
+    x = cr.tensor([np.nan, 1.0], dtype=cr.float64, requires_grad=requires_grad)
+    w = cr.tensor([2.0, 3.0], dtype=cr.float64, requires_grad=True)
+    with cr.detect_anomaly():
+        line = _line()
+        h = cr.tanh(x) if requires_grad else w * x
+        msg = _anomaly_message(_tanh_chain(h, 5))
+    index = 0 if requires_grad else 1
+    assert (f"No op created the NaN/inf: input {index} of '{op}' already held nan ({desc} of shape "
+            f"(2,)) when it was called at {__file__}, line {line}") in msg
+    assert "created in the forward pass" not in msg
+
+
+def test_detect_anomaly_walk_is_iterative_on_a_deep_graph():
+    x = cr.tensor([0.5], dtype=cr.float64, requires_grad=True)
+    with cr.detect_anomaly():
+        line = _line()
+        h = cr.log(x - 5)
+    h = _tanh_chain(h, 20_000)                  # recorded outside anomaly mode: fast to build
+    with cr.detect_anomaly():
+        msg = _anomaly_message(h)
+    assert f"by 'log' (invalid value) at {__file__}, line {line}" in msg
+    assert "20000 node(s) before this one" in msg
+
+
 def test_anomaly_mode_is_restored_and_silent_on_finite_gradients():
     x = cr.tensor([1.0, 4.0], dtype=cr.float64, requires_grad=True)
     with cr.detect_anomaly():
