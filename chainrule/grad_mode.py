@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import functools
+import inspect
 import threading
 from typing import Any, Callable
 
@@ -65,22 +66,22 @@ class set_grad_enabled:
         STATE.grad_enabled = self.prev
 
     def __call__(self, fn: Callable) -> Callable:
-        mode = self.mode
         STATE.grad_enabled = self.prev   # used as a decorator: undo the switch made in __init__
-
-        @functools.wraps(fn)
-        def wrapper(*args: Any, **kwargs: Any) -> Any:
-            with _GradMode(mode):
-                return fn(*args, **kwargs)
-        return wrapper
+        return _decorate(fn, self.mode)
 
 
 class _GradMode:
+    """Base of ``no_grad``/``enable_grad``: a context manager, and a decorator with or without
+    parentheses (``@cr.no_grad`` and ``@cr.no_grad()``)."""
+
     mode = True
 
-    def __init__(self, mode: bool | None = None) -> None:
-        if mode is not None:
-            self.mode = mode
+    def __new__(cls, fn: Callable | None = None) -> Any:
+        self = super().__new__(cls)
+        return _decorate(fn, cls.mode) if callable(fn) else self
+
+    def __init__(self, fn: Callable | None = None) -> None:
+        pass
 
     def __enter__(self) -> None:
         self.prev = STATE.grad_enabled
@@ -90,13 +91,43 @@ class _GradMode:
         STATE.grad_enabled = self.prev
 
     def __call__(self, fn: Callable) -> Callable:
-        mode = self.mode
+        return _decorate(fn, self.mode)
 
+
+class _Scope(_GradMode):
+    def __init__(self, mode: bool) -> None:
+        self.mode = mode
+
+
+def _decorate(fn: Callable, mode: bool) -> Callable:
+    """``fn`` run with grad mode ``mode``; a generator function's body runs in it at every step
+    (the caller's mode is restored between steps, as PyTorch does)."""
+    if inspect.isgeneratorfunction(fn):
         @functools.wraps(fn)
-        def wrapper(*args: Any, **kwargs: Any) -> Any:
-            with _GradMode(mode):
-                return fn(*args, **kwargs)
-        return wrapper
+        def generator(*args: Any, **kwargs: Any) -> Any:
+            gen = fn(*args, **kwargs)
+            step, value = gen.send, None
+            while True:
+                try:
+                    with _Scope(mode):
+                        out = step(value)
+                except StopIteration as stop:
+                    return stop.value
+                try:
+                    step, value = gen.send, (yield out)
+                except GeneratorExit:
+                    with _Scope(mode):
+                        gen.close()
+                    raise
+                except BaseException as e:  # noqa: BLE001 - thrown into the generator, as PyTorch
+                    step, value = gen.throw, e
+        return generator
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        with _Scope(mode):
+            return fn(*args, **kwargs)
+    return wrapper
 
 
 class no_grad(_GradMode):

@@ -5,7 +5,7 @@ from typing import Any, Callable
 
 from . import _dtypes
 from ._backend import ndarray, np
-from .errors import DTypeError, GraphError
+from .errors import DTypeError, GraphError, ShapeError
 from .grad_mode import STATE
 
 
@@ -50,6 +50,11 @@ class Tensor:
         if self.grad_fn is not None and not flag:
             raise GraphError("requires_grad can only be turned off on leaf tensors; "
                              "use .detach() to get a tensor outside the graph")
+        if flag and self.data.dtype.kind == "c":
+            raise DTypeError(f"requires_grad=True on a complex tensor ({self.data.dtype}, shape "
+                             f"{self.data.shape}) is not supported yet: chainrule's rules do not "
+                             f"follow one complex convention. Differentiate the real and imaginary "
+                             f"parts as two real tensors (x.real, x.imag) instead")
         if flag and not _dtypes.is_floating(self.data.dtype):
             raise DTypeError(f"requires_grad=True needs a floating dtype, but this tensor is "
                              f"{self.data.dtype} with shape {self.data.shape}; create it with "
@@ -98,7 +103,14 @@ class Tensor:
         return self._retains
 
     def __len__(self) -> int:
+        if self.data.ndim == 0:
+            raise TypeError("len() of a 0-d tensor")
         return len(self.data)
+
+    def __iter__(self) -> Any:
+        if self.data.ndim == 0:
+            raise TypeError("iteration over a 0-d tensor; use .item() for its value")
+        return (self[i] for i in range(len(self.data)))
 
     def __repr__(self) -> str:
         body = np.array2string(np.asarray(self.data), separator=", ", prefix="tensor(")
@@ -217,9 +229,19 @@ class Tensor:
         if self.grad_fn is None and self._requires_grad and STATE.grad_enabled:
             raise GraphError(f"{op}: a leaf tensor that requires grad is used in an in-place "
                              f"operation; wrap it in cr.no_grad() or use an out-of-place op")
+        form = f"t = t {op[:-1]} other" if op.endswith("=") else "an out-of-place op"
         if new.data.shape != self.data.shape:
-            raise ValueError(f"{op}: the in-place result has shape {new.data.shape}, which does not "
-                             f"match the tensor's shape {self.data.shape}")
+            raise ShapeError(f"{op}: the in-place result has shape {new.data.shape}, which does not "
+                             f"match the tensor's shape {self.data.shape}; use the out-of-place "
+                             f"form ({form}) to get the broadcast result")
+        if not self.data.flags.writeable:
+            raise GraphError(f"{op}: this tensor of shape {self.data.shape} is a read-only view "
+                             f"(e.g. a broadcast_to result, whose elements share memory); make a "
+                             f"copy first (t = t.copy()) or use the out-of-place form ({form})")
+        if not np.can_cast(new.data.dtype, self.data.dtype, casting="same_kind"):
+            raise DTypeError(f"{op}: the result is {new.data.dtype}, which cannot be stored in place "
+                             f"in this {self.data.dtype} tensor; use the out-of-place form "
+                             f"({form}) or cast first (t = t.astype(cr.float32))")
         np.copyto(self.data, new.data, casting="same_kind")
         self._version += 1
         if new.grad_fn is not None:
@@ -238,6 +260,12 @@ class Tensor:
 
     def __itruediv__(self, other: Any) -> Tensor:
         return self._assign(_ops.divide(self, other), "/=")
+
+    def __imod__(self, other: Any) -> Tensor:
+        return self._assign(_ops.mod(self, other), "%=")
+
+    def __ifloordiv__(self, other: Any) -> Tensor:
+        return self._assign(_ops.floor_divide(self, other), "//=")
 
     def __setitem__(self, index: Any, value: Any) -> None:
         self._assign(_ops.index_put(self, index, value), "__setitem__")
@@ -260,6 +288,18 @@ class Tensor:
 
     def __rtruediv__(self, other: Any) -> Tensor:
         return _ops.divide(other, self)
+
+    def __rmod__(self, other: Any) -> Tensor:
+        return _ops.mod(other, self)
+
+    def __rfloordiv__(self, other: Any) -> Tensor:
+        return _ops.floor_divide(other, self)
+
+    def __divmod__(self, other: Any) -> tuple:
+        return _ops.divmod(self, other)
+
+    def __rdivmod__(self, other: Any) -> tuple:
+        return _ops.divmod(other, self)
 
     def __rpow__(self, other: Any) -> Tensor:
         return _ops.power(other, self)
@@ -302,6 +342,9 @@ def tensor(data: Any, dtype: Any = None, requires_grad: bool = False) -> Tensor:
         data = data.data
     python_data = not isinstance(data, (ndarray, np.generic))
     arr = np.array(data, dtype=dtype, copy=True)
+    if arr.dtype.kind in "OUS":
+        raise DTypeError(f"tensor: cannot hold {type(data).__name__} data ({arr.dtype}); a tensor "
+                         f"holds numbers: pass numbers, (nested) lists of numbers or a numeric array")
     if dtype is None and python_data and arr.dtype == np.float64:
         arr = arr.astype(_dtypes.get_default_dtype())
     out = Tensor(arr)
@@ -354,7 +397,8 @@ Tensor.clone = Tensor.copy  # type: ignore[attr-defined]
 
 # Operators whose operand order matches the op bind straight to it: one Python call fewer per op.
 for _dunder, _op in (("__add__", "add"), ("__sub__", "subtract"), ("__mul__", "multiply"),
-                     ("__truediv__", "divide"), ("__pow__", "power"), ("__matmul__", "matmul"),
+                     ("__truediv__", "divide"), ("__floordiv__", "floor_divide"), ("__mod__", "mod"),
+                     ("__pow__", "power"), ("__matmul__", "matmul"),
                      ("__neg__", "negative"), ("__abs__", "abs"), ("__getitem__", "getitem"),
                      ("__lt__", "less"), ("__le__", "less_equal"), ("__gt__", "greater"),
                      ("__ge__", "greater_equal"), ("__eq__", "equal"), ("__ne__", "not_equal"),

@@ -92,6 +92,8 @@ OP_SPECS: list[OpSpec] = [
     OpSpec("power", lambda x: x ** 3, id="power-const", torch_fn=_tl(lambda t, x: x ** 3)),
     OpSpec("power", lambda x: 2.0 ** x, id="power-base", torch_fn=_tl(lambda t, x: 2.0 ** x)),
     _binary("maximum"), _binary("minimum"), _binary("arctan2", (0.3, 2.0), torch_name="atan2"),
+    _binary("mod", torch_name="remainder", domains=((-3.0, 3.0), (0.7, 1.3))),
+    _binary("floor_divide", torch_name="", domains=((-3.0, 3.0), (0.7, 1.3))),   # torch: no derivative
     OpSpec("where", lambda x, y: cr.where(_COND, x, y), shapes=((3, 4), (4,)),
            torch_fn=_tl(lambda t, x, y: t.where(t.tensor(_COND), x, y))),
     OpSpec("clip", lambda x: cr.clip(x, -0.5, 0.7), torch_fn=_tl(lambda t, x: t.clamp(x, -0.5, 0.7))),
@@ -193,4 +195,5 @@ NONDIFF_SPECS = {
 }
 
 # Ops whose derivative is piecewise constant (zero): second order adds nothing
-ZERO_GRAD = {"sign", "floor", "ceil", "round"}
+ZERO_GRAD = {"sign": cr.sign, "floor": cr.floor, "ceil": cr.ceil, "round": cr.round,
+             "floor_divide": lambda x: cr.floor_divide(x, 0.7)}

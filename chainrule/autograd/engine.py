@@ -6,7 +6,8 @@ from heapq import heappop, heappush
 from typing import Any, Sequence
 
 from .._backend import np
-from ..errors import GraphError, ShapeError
+from .._dtypes import is_floating as _is_float
+from ..errors import DTypeError, GraphError, ShapeError
 from ..grad_mode import STATE
 
 
@@ -20,12 +21,10 @@ def backward(outputs: Sequence[Any], grad_outputs: Sequence[Any] | None, retain_
     if inputs is not None:
         inputs = [inputs] if isinstance(inputs, _Tensor) else list(inputs)
         targets = {t._edge(): t for t in inputs}
-    captured = run(roots, retain_graph, create_graph, targets, accumulate=True)
-    for edge, g in captured.items():          # non-leaf inputs= get their .grad like leaves do
-        t = targets[edge]
-        if t.grad_fn is not None:
-            g = g if isinstance(g, _Tensor) else _wrap(g)
-            t.grad = g if t.grad is None else t.grad + g
+        for t in inputs:           # a non-leaf in inputs= gets its .grad as leaves do: PyTorch makes
+            if t.grad_fn is not None:      # it retain its gradient, in this and later backwards
+                t.retain_grad()
+    run(roots, retain_graph, create_graph, targets, accumulate=True)
 
 
 def grad(outputs: Any, inputs: Any, grad_outputs: Any = None, retain_graph: bool | None = None,
@@ -86,7 +85,12 @@ def _roots(outputs: list, grad_outputs: Any, create_graph: bool, who: str) -> li
                                  f"shape), or reduce the output first (e.g. .sum())")
             g = np.ones(out.data.shape, out.data.dtype)
         else:
-            gd = g.data if isinstance(g, _Tensor) else np.asarray(g, dtype=out.dtype)
+            gd = g.data if isinstance(g, _Tensor) else np.asarray(g)
+            if gd.dtype.kind not in "fiub" and not _is_float(gd.dtype):
+                raise DTypeError(f"{who}: gradient for output {i} has dtype {gd.dtype}; it must be "
+                                 f"numeric, of the output's shape {out.shape} (dtype {out.dtype})")
+            if not isinstance(g, _Tensor):
+                gd = gd.astype(out.dtype, copy=False)
             if gd.shape != out.shape:
                 raise ShapeError(f"{who}: gradient has shape {gd.shape} but output {i} has shape "
                                  f"{out.shape}; they must match")
@@ -110,7 +114,11 @@ def run(roots: list, retain_graph: bool, create_graph: bool, targets: dict | Non
     """
     st = STATE
     tensor_mode = create_graph or bool(st.fw_levels) or bool(st.observers)
-    needed = _needed(roots, targets) if targets is not None else None
+    needed = root_nodes = None
+    if targets is not None:
+        # a root leading to no target still runs its tensor hooks when it is the only root: PyTorch
+        # then starts at it, while several roots hang under a root node that feeds needed ones only
+        needed, root_nodes = _needed(roots, targets), {roots[0][0][0]} if len(roots) == 1 else ()
     pending: dict = {}
     heap: list = []
     for edge, g in roots:
@@ -140,19 +148,22 @@ def run(roots: list, retain_graph: bool, create_graph: bool, targets: dict | Non
             else:
                 break
             g = pending.pop(node)
+            if needed is not None and node not in needed:    # leads to no target: skipped, and so
+                if node.pre_hooks and node in root_nodes:    # are its hooks, but for a root's (PyTorch)
+                    _run_hooks(node, g, tensor_mode)
+                continue
             if node.pre_hooks:
                 g = _run_hooks(node, g, tensor_mode)
-            if targets is not None:
+            if targets is not None and not accumulate:
                 for nr in range(len(node.metas)):
                     if (node, nr) in targets:
                         captured[(node, nr)] = g[nr] if type(g) is list else g
             if not node.edges:                       # a leaf's AccumulateGrad
-                if accumulate and (targets is None or node in needed):
+                if accumulate:
                     node.accumulate(g, create_graph, stored)
                 continue
-            if needed is not None and (node not in needed or (
-                    not accumulate and (node, 0) in targets and len(node.metas) == 1
-                    and not _upstream_target(node, needed))):
+            if needed is not None and (node, 0) in targets and len(node.metas) == 1 and \
+                    not _upstream_target(node, needed):      # a target with no target behind it
                 continue
             grads = node.vjp(g, tensor_mode)
             if anomaly:
@@ -231,15 +242,29 @@ def _run_hooks(node: Any, g: Any, tensor_mode: bool) -> Any:
             arg = gi if isinstance(gi, _Tensor) else _wrap(gi)
             res = fn(arg)
             if res is not None:
-                if isinstance(res, _Tensor):
-                    gi = res if tensor_mode else res.data
-                else:
-                    gi = _wrap(np.asarray(res)) if tensor_mode else np.asarray(res)
+                res = _hook_result(res, fn, node.metas[nr])
+                gi = res if tensor_mode else res.data
         if multi:
             g[nr] = gi
         else:
             g = gi
     return g
+
+
+def _hook_result(res: Any, fn: Any, meta: tuple) -> Any:
+    """A hook's replacement gradient, checked: a tensor (or array) of the gradient's shape and dtype."""
+    shape, dtype = meta
+    name = getattr(fn, "__qualname__", type(fn).__name__)
+    if not isinstance(res, (_Tensor, np.ndarray)):
+        raise DTypeError(f"hook {name!r} returned {type(res).__name__} {res!r:.30}; a tensor hook must return "
+                         f"None or a tensor of the gradient's shape {shape} and dtype {dtype}")
+    if res.shape != shape:
+        raise ShapeError(f"hook {name!r} returned a gradient of shape {tuple(res.shape)} for a "
+                         f"tensor of shape {shape}; a hook may change the values, not the shape")
+    if res.dtype != dtype:
+        raise DTypeError(f"hook {name!r} returned a gradient of dtype {res.dtype} for a tensor of "
+                         f"dtype {dtype}; cast it back (.astype(...)) in the hook")
+    return res if isinstance(res, _Tensor) else _wrap(res)
 
 
 def _needed(roots: list, targets: dict) -> set:

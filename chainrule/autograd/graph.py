@@ -84,7 +84,10 @@ class Node:
         if self.pre_hooks is None:
             self.pre_hooks = {}
         hooks = self.pre_hooks.setdefault(nr, [])
-        hooks.append(fn)
+        if hooks and getattr(hooks[-1], "retains_grad", False):
+            hooks.insert(len(hooks) - 1, fn)    # retain_grad sees the gradient after every hook
+        else:
+            hooks.append(fn)
         return lambda: hooks.remove(fn) if fn in hooks else None
 
     # ----- saved values -----
@@ -202,7 +205,7 @@ class AccumulateGrad:
 
     def accumulate(self, g: Any, create_graph: bool, stored: set) -> None:
         t = self.variable()
-        if t is None:
+        if t is None or not t._requires_grad:      # requires_grad_(False) since: as PyTorch, skip
             return
         if not create_graph and isinstance(g, _Tensor):
             g = g.data
@@ -271,14 +274,18 @@ def _raw(x: Any) -> Any:
 
 
 def add_retain_hook(t: Any) -> None:
+    """``t.retain_grad()``: a hook that keeps ``t``'s gradient in ``t.grad``; it stays the last hook
+    of ``t``, so it sees the gradient after every other hook (PyTorch >= 2.0)."""
     ref = weakref.ref(t)
 
     def retain(g: Any) -> None:
         owner = ref()
         if owner is not None:
-            g = g.detach() if owner.grad is None or not g.requires_grad else g
-            owner.grad = g if owner.grad is None else owner.grad + g
+            if not g.requires_grad:       # a copy: the engine may hand the same array on elsewhere
+                g = _wrap(np.array(g.data, copy=True))
+            owner.grad = g if owner.grad is None else owner.grad + g     # under create_graph: recorded
 
+    retain.retains_grad = True
     t.grad_fn.add_pre_hook(t._nr, retain)
 
 

@@ -8,7 +8,7 @@ from .._backend import np
 from ._registry import PRIMITIVES, Primitive, apply, defprim, linear_jvps, raw, unary
 from .elementwise import (abs, absolute, add, alias, arccos, arccosh, arcsin, arcsinh, arctan,
                           arctan2, arctanh, around, astype, cbrt, ceil, clip, copy, cos, cosh, divide,
-                          equal, erf, exp, exp2, expm1, floor, fmax, fmin, gelu, greater,
+                          divmod, equal, erf, exp, exp2, expm1, floor, floor_divide, fmax, fmin, gelu, greater,
                           greater_equal, hypot, isfinite, isinf, isnan, less, less_equal, log,
                           log1p, log2, log10, logaddexp, logical_and, logical_not, logical_or,
                           maximum, minimum, mod, multiply, negative, nonzero, not_equal, ones_like,
@@ -38,7 +38,8 @@ _UFUNCS = {np.add: add, np.subtract: subtract, np.multiply: multiply, np.divide:
            np.absolute: abs, np.fabs: abs, np.sign: sign, np.floor: floor, np.ceil: ceil,
            np.rint: round, np.reciprocal: reciprocal, np.square: square, np.maximum: maximum,
            np.minimum: minimum, np.fmax: fmax, np.fmin: fmin, np.arctan2: arctan2,
-           np.hypot: hypot, np.logaddexp: logaddexp, np.remainder: mod, np.matmul: matmul,
+           np.hypot: hypot, np.logaddexp: logaddexp, np.remainder: mod, np.floor_divide: floor_divide,
+           np.divmod: divmod, np.matmul: matmul,
            np.less: less, np.less_equal: less_equal, np.greater: greater,
            np.greater_equal: greater_equal, np.equal: equal, np.not_equal: not_equal,
            np.logical_and: logical_and, np.logical_or: logical_or, np.logical_not: logical_not,
@@ -79,7 +80,7 @@ def dispatch_function(func: Any, args: tuple, kwargs: dict) -> Any:
     """``np.sum(tensor)``, ``np.concatenate([...])``, ...: the chainrule op of the same name."""
     fn = _FUNCTIONS.get(func)
     if fn is None:
-        return _fallback(f"numpy.{func.__name__}", lambda *xs: func(*xs, **kwargs), args)
+        return _fallback(_numpy_name(func), lambda *xs: func(*xs, **kwargs), args)
     names = _NUMPY_ORDER.get(func)
     if names is not None:
         args, kwargs = _numpy_keywords(func, fn, names, args, kwargs)
@@ -107,6 +108,12 @@ def _numpy_keywords(func: Any, fn: Any, names: tuple, args: tuple, kwargs: dict)
     if dtype is not None and fn not in (sum, mean):
         x = astype(x, dtype)
     return (x,), kwargs
+
+
+def _numpy_name(func: Any) -> str:
+    """The name the user wrote: ``numpy.linalg.eigh``, ``numpy.sum``."""
+    module = getattr(func, "__module__", None) or "numpy"
+    return f"{module if module.startswith('numpy') else 'numpy'}.{func.__name__}"
 
 
 def _fallback(name: str, call: Any, args: tuple) -> Any:

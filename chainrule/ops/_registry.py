@@ -21,7 +21,7 @@ from typing import Any, Callable, Sequence
 
 from .._backend import ndarray, np
 from .._dtypes import LOW_PRECISION, get_default_dtype, is_floating
-from ..errors import ShapeError, describe
+from ..errors import DTypeError, ShapeError, describe
 from ..grad_mode import STATE
 
 VjpRule = Callable[..., Any]
@@ -148,6 +148,8 @@ def apply(prim: Primitive, xs: tuple, params: dict | None = None) -> Any:
         for ob in st["observers"]:
             ob.on_op(prim, datas, params or {}, out_data)
     if not has_tensor:
+        if type(out_data) is _FLOAT64 and _python_scalars(xs):
+            return out_data.astype(get_default_dtype())   # cr.exp(1.0): the default dtype, as lists
         return out_data
     if type(out_data) is not ndarray:
         out_data = np.asarray(out_data)
@@ -197,6 +199,15 @@ def _keep_low_precision(datas: list, out_data: Any) -> Any:
     return out_data if want == out_data.dtype else out_data.astype(want)
 
 
+_FLOAT64 = np.float64
+
+
+def _python_scalars(xs: tuple) -> bool:
+    """Only Python numbers (at least one float) among ``xs``."""
+    kinds = {type(x) for x in xs}
+    return float in kinds and kinds <= {float, int, bool}
+
+
 def _python_array(x: Any) -> Any:
     """A list/tuple operand as an array: Python floats take the default dtype, as in cr.tensor."""
     arr = np.asarray(x)
@@ -217,7 +228,12 @@ def forward_error(prim: Primitive, xs: tuple, e: Exception) -> Exception:
     if low and isinstance(e, TypeError):
         hint += (f" {prim.name} does not support {'/'.join(low)} inputs: cast them with "
                  f".astype(cr.float32), or run under cr.autocast, which runs {prim.name} in float32.")
-    cls = ShapeError if isinstance(e, ValueError) else type(e)
+    odd = [f"input {i} is a {type(x).__name__} ({x!r:.40})" for i, x in enumerate(xs)
+           if isinstance(x, (str, bytes)) or x is None]
+    if odd:
+        hint += f" {'; '.join(odd)}: chainrule ops take numbers, arrays and tensors."
+    # chainrule's own classes: NumPy's exception types cannot always be rebuilt from a message
+    cls = ShapeError if isinstance(e, ValueError) else IndexError if isinstance(e, IndexError) else DTypeError
     return cls(f"{prim.name}: cannot apply to inputs {describe(xs)}: {e}.{hint}")
 
 

@@ -47,7 +47,7 @@ def _relu_numpy(x: Any) -> Any:
     return np.maximum(x, 0)
 
 
-def _zero(g: Any, out: Any, x: Any, **params: Any) -> Any:
+def _zero(g: Any, out: Any, *xs: Any, **params: Any) -> Any:
     return zeros_like(g)
 
 
@@ -155,7 +155,7 @@ GELU = unary("gelu", _gelu_numpy,
              lambda out, x: 0.5 * (1 + erf(x * _SQRT_HALF)) + x * _INV_SQRT_2PI * exp(-0.5 * x * x))
 # abs'(0) = 0 (sign(0) = 0), as in PyTorch
 ABS = unary("abs", np.abs, lambda out, x: sign(x), decide=np.sign)
-RECIPROCAL = defprim("reciprocal", lambda x: np.reciprocal(x) if x.dtype.kind in "fc" else 1.0 / x,
+RECIPROCAL = defprim("reciprocal", np.reciprocal,
                      vjps=_keep_zero(lambda g, out, x: -g * (out * out)),
                      jvps=_keep_zero(lambda t, out, x: -t * (out * out)), saves="out")
 SQUARE = unary("square", np.square, lambda out, x: 2 * x)
@@ -226,6 +226,16 @@ POWER = defprim("power", np.power,
                 vjps=(_pow_base, _keep_zero(lambda g, out, x, y: g * _dpow_dexp(out, x))[0]),
                 jvps=(_pow_base, _keep_zero(lambda t, out, x, y: t * _dpow_dexp(out, x))[0]),
                 saves="x y out")
+
+
+# floor_divide is piecewise constant: zero gradient, as floor. mod(x, y) = x - floor(x / y) * y:
+# gradient 1 for x and -floor(x / y) for y (PyTorch's remainder). Both keep NumPy's result dtypes.
+FLOOR_DIVIDE = defprim("floor_divide", np.floor_divide, vjps=(_zero, _zero), jvps=(_zero, _zero),
+                       kind="discrete", decide=np.floor_divide)
+MOD = defprim("mod", np.remainder,
+              vjps=(passthrough, lambda g, out, x, y: -g * floor_divide(x, y)),
+              jvps=(passthrough, lambda t, out, x, y: -t * floor_divide(x, y)), saves="x y",
+              needs={1: (0, 1)}, decide=np.floor_divide)
 
 
 def _arg_mask(a: Any, b: Any, strict_greater: bool) -> Any:
@@ -330,9 +340,11 @@ sign, floor, ceil, alias, copy = map(_unary_fn, (SIGN, FLOOR, CEIL, ALIAS, COPY)
 isnan, isfinite, isinf, logical_not = map(_unary_fn, (ISNAN, ISFINITE, ISINF, LOGICAL_NOT))
 add, subtract, multiply, divide, power, maximum, minimum, arctan2 = map(
     _binary_fn, (ADD, SUBTRACT, MULTIPLY, DIVIDE, POWER, MAXIMUM, MINIMUM, ARCTAN2))
+floor_divide, mod = map(_binary_fn, (FLOOR_DIVIDE, MOD))
 less, less_equal, greater, greater_equal, equal, not_equal, logical_and, logical_or = map(
     _binary_fn, (LESS, LESS_EQUAL, GREATER, GREATER_EQUAL, EQUAL, NOT_EQUAL, LOGICAL_AND, LOGICAL_OR))
 true_divide = divide
+remainder = mod
 absolute = abs
 pow = power
 
@@ -392,12 +404,14 @@ def ones_like(x: Any, dtype: Any = None) -> Any:
     return _wrap(data) if isinstance(x, Tensor) else data
 
 
-def mod(x: Any, y: Any) -> Any:
-    """Remainder ``x - floor(x / y) * y``; differentiable in x (gradient 1) and y."""
-    return x - floor(x / y) * y
+def divmod(x: Any, y: Any) -> tuple:
+    """``(floor_divide(x, y), mod(x, y))``, as Python's ``divmod`` and ``numpy.divmod``.
 
-
-remainder = mod
+    >>> import chainrule as cr
+    >>> cr.divmod(cr.tensor([7, -7]), 2)
+    (tensor([ 3, -4]), tensor([1, 1]))
+    """
+    return floor_divide(x, y), mod(x, y)
 
 
 def hypot(x: Any, y: Any) -> Any:

@@ -125,22 +125,43 @@ INDEX_PUT = defprim("index_put", _index_put_forward,
                     flops=_NOFLOP, kind="shape")
 
 
-def _normalize_index(index: Any, ndim: int) -> tuple:
-    """Plain-array index tuple; Tensors unwrapped, boolean masks turned into integer arrays."""
+def _normalize_index(index: Any, shape: tuple) -> tuple:
+    """Plain-array index tuple; Tensors unwrapped, boolean masks checked against the dimensions they
+    select from (as NumPy does) and turned into integer arrays."""
     if not isinstance(index, tuple):
         index = (index,)
+    index = [_index_array(raw(i)) for i in index]
+    # dimensions each entry consumes: a mask its ndim, None and Ellipsis none (Ellipsis: the rest)
+    used = [np.ndim(i) if _is_mask(i) else 0 if i is None or i is Ellipsis else 1 for i in index]
     out: list = []
-    for i in index:
-        i = raw(i)
-        if isinstance(i, list):
-            i = np.asarray(i) if i else np.zeros(0, dtype=np.intp)   # x[[]]: an empty selection
-        if isinstance(i, np.ndarray) and i.dtype == np.bool_:
+    dim = 0                                   # the dimension of x the next index entry applies to
+    for i, n in zip(index, used):
+        if i is Ellipsis:
+            n = max(len(shape) - sum(used), 0)
+        elif _is_mask(i) and n:
+            want = tuple(shape[dim:dim + n])
+            if i.shape != want:
+                raise IndexError(f"getitem: a boolean index of shape {i.shape} does not match the "
+                                 f"dimensions {want} it selects from (dimension {dim} on, of an "
+                                 f"array of shape {tuple(shape)}); a mask must have exactly their shape")
             out.extend(np.nonzero(i))
-        elif isinstance(i, np.ndarray) and i.dtype.kind not in "iu":
+            dim += n
+            continue
+        elif isinstance(i, np.ndarray) and i.dtype.kind not in "iub":
             raise IndexError(f"getitem: index arrays must be integer or boolean, got {i.dtype}")
-        else:
-            out.append(i)
+        out.append(i)
+        dim += n
     return tuple(out)
+
+
+def _is_mask(i: Any) -> bool:
+    return isinstance(i, (bool, np.bool_)) or (isinstance(i, np.ndarray) and i.dtype == np.bool_)
+
+
+def _index_array(i: Any) -> Any:
+    if isinstance(i, list):
+        return np.asarray(i) if i else np.zeros(0, dtype=np.intp)   # x[[]]: an empty selection
+    return i
 
 
 # ----- public functions -----
@@ -152,8 +173,8 @@ def reshape(x: Any, shape: Any, *more: int) -> Any:
         shape = (int(shape),)
     in_shape = _shape_of(x)
     shape = tuple(int(s) for s in shape)
-    if shape == in_shape and isinstance(x, Tensor):
-        return x
+    if shape == in_shape and isinstance(x, Tensor) and not x._requires_grad:
+        return x                  # (one that requires grad gets a node, as PyTorch's view: its own .grad)
     return apply(RESHAPE, (x,), {"shape": shape, "in_shape": in_shape})
 
 
@@ -199,7 +220,7 @@ def swapaxes(x: Any, axis1: int, axis2: int) -> Any:
 def broadcast_to(x: Any, shape: Any) -> Any:
     """Broadcast to ``shape``; the gradient is summed back."""
     shape = tuple(shape)
-    if _shape_of(x) == shape and isinstance(x, Tensor):
+    if _shape_of(x) == shape and isinstance(x, Tensor) and not x._requires_grad:
         return x
     return apply(BROADCAST_TO, (x,), {"shape": shape})
 
@@ -348,7 +369,11 @@ def repeat(x: Any, repeats: Any, axis: int | None = None) -> Any:
     if axis is None:
         x, axis = ravel(x), 0
     n = _shape_of(x)[axis]
-    return take(x, np.repeat(np.arange(n), raw(repeats)), axis=axis)
+    counts = np.asarray(raw(repeats))
+    if counts.dtype.kind not in "iu" or np.any(counts < 0) or counts.ndim > 1 or counts.size not in (1, n):
+        raise ShapeError(f"repeat: repeats must be a non-negative int or one per element ({n} along "
+                         f"axis {axis}), got {repeats!r}; pass e.g. repeats=2")
+    return take(x, np.repeat(np.arange(n), counts), axis=axis)
 
 
 def pad(x: Any, pad_width: Any, mode: str = "constant", constant_values: float = 0.0) -> Any:
@@ -364,19 +389,19 @@ def pad(x: Any, pad_width: Any, mode: str = "constant", constant_values: float =
 def getitem(x: Any, index: Any) -> Any:
     """``x[index]`` with NumPy semantics: slices, ints, None, Ellipsis, integer and boolean arrays."""
     shape = _shape_of(x)
-    index = _normalize_index(index, len(shape))
+    index = _normalize_index(index, shape)
     return apply(GETITEM, (x,), {"index": index, "shape": shape})
 
 
 def scatter_add(g: Any, index: Any, shape: tuple) -> Any:
     """zeros(shape) with ``g`` added at ``index`` (the transpose of getitem)."""
-    index = _normalize_index(index, len(shape))
+    index = _normalize_index(index, shape)
     return apply(SCATTER_ADD, (g,), {"index": index, "shape": tuple(shape), "dtype": raw(g).dtype})
 
 
 def index_put(x: Any, index: Any, values: Any) -> Any:
     """Out-of-place ``x[index] = values``; ``Tensor.__setitem__`` uses it and rebases in place."""
-    index = _normalize_index(index, len(_shape_of(x)))
+    index = _normalize_index(index, _shape_of(x))
     return apply(INDEX_PUT, (x, values), {"index": index})
 
 
@@ -427,15 +452,21 @@ def trace(x: Any, offset: int = 0, axis1: int = 0, axis2: int = 1) -> Any:
 
 
 def tril(x: Any, k: int = 0) -> Any:
-    """Lower triangle (composite: multiply by a constant mask)."""
-    n, m = _shape_of(x)[-2:]
-    return where(np.tri(n, m, k, dtype=bool), x, 0.0)
+    """Lower triangle (composite: multiply by a constant mask); a 1-D ``x`` gives a square, as NumPy."""
+    return where(_tri(x, "tril", k), x, 0)
 
 
 def triu(x: Any, k: int = 0) -> Any:
-    """Upper triangle (composite: multiply by a constant mask)."""
-    n, m = _shape_of(x)[-2:]
-    return where(np.tri(n, m, k - 1, dtype=bool), 0.0, x)
+    """Upper triangle (composite: multiply by a constant mask); a 1-D ``x`` gives a square, as NumPy."""
+    return where(_tri(x, "triu", k - 1), 0, x)
+
+
+def _tri(x: Any, name: str, k: int) -> Any:
+    shape = _shape_of(x)
+    if not shape:
+        raise ShapeError(f"{name}: needs an array of at least 1 dimension, got a 0-d one")
+    n, m = shape[-2:] if len(shape) > 1 else (shape[0], shape[0])
+    return np.tri(n, m, k, dtype=bool)
 
 
 def atleast_1d(x: Any) -> Any:

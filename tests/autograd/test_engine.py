@@ -289,7 +289,8 @@ def test_in_place_ops_rebase_the_graph():
     np.testing.assert_array_equal(x.grad.data, [1.5, 1.5])
 
 
-@pytest.mark.parametrize("ufunc", sorted(cr.ops._UFUNCS, key=lambda u: u.__name__), ids=lambda u: u.__name__)
+@pytest.mark.parametrize("ufunc", sorted((u for u in cr.ops._UFUNCS if u.nout == 1), key=lambda u: u.__name__),
+                         ids=lambda u: u.__name__)
 def test_every_numpy_ufunc_dispatches_to_chainrule(ufunc):
     x = cr.tensor(np.array([0.3, 0.6]), requires_grad=True)
     args = (x,) * ufunc.nin

@@ -67,7 +67,7 @@ def test_nondifferentiable_results_do_not_require_grad(name, rng):
 @pytest.mark.parametrize("name", sorted(ZERO_GRAD))
 def test_piecewise_constant_ops_have_zero_gradient(name, rng):
     x = cr.tensor(rng.uniform(-2, 2, (3, 4)), requires_grad=True)
-    getattr(cr, name)(x).sum().backward()
+    ZERO_GRAD[name](x).sum().backward()
     assert np.array_equal(x.grad.data, np.zeros((3, 4)))
 
 
