@@ -1,7 +1,10 @@
 """Dtype names, the default dtype for Python data, and the accumulation-dtype rule."""
 from __future__ import annotations
 
+from typing import Any, Callable
+
 from ._backend import ml_dtypes, np
+from .grad_mode import STATE
 
 float16 = np.dtype(np.float16)
 float32 = np.dtype(np.float32)
@@ -47,3 +50,17 @@ def is_floating(dtype: np.dtype) -> bool:
 def accum_dtype(dtype: np.dtype) -> np.dtype:
     """Dtype that sums and products of ``dtype`` values accumulate in (float32 for 16/8-bit floats)."""
     return float32 if dtype in LOW_PRECISION else dtype
+
+
+def accumulate(fn: Callable, x: Any, *args: Any) -> Any:
+    """``fn(x, *args)`` computed in ``x``'s accumulation dtype and rounded back to ``x``'s dtype once:
+    PyTorch's rule for reductions of 16-bit and FP8 floats.
+
+    Callers test ``dtype in LOW_PRECISION`` first (one set lookup: float32/64 pay nothing else) and
+    hand over ``fn``, which then runs whole in float32, forward and rules alike. ``.astype`` is
+    differentiable on Tensors, so the gradient flows back through both casts and arrives in x's
+    dtype. Under autocast the result stays float32, as autocast's float32 reductions leave it.
+    """
+    dtype = x.dtype
+    out = fn(x.astype(accum_dtype(dtype)), *args)
+    return out if STATE.autocast is not None else out.astype(dtype)

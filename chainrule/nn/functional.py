@@ -8,7 +8,7 @@ from typing import Any
 
 from .. import ops
 from .._backend import np
-from .._dtypes import is_floating
+from .._dtypes import LOW_PRECISION, accumulate, is_floating
 from ..errors import DTypeError, ShapeError
 from ..ops import gelu, log_softmax, raw, relu, sigmoid, softmax, tanh
 from ..random import get_generator
@@ -249,12 +249,18 @@ def layer_norm(x: Any, normalized_shape: tuple, weight: Any = None, bias: Any = 
     if tuple(shape[len(shape) - k:]) != tuple(normalized_shape):
         raise ShapeError(f"layer_norm: input of shape {shape} does not end in normalized_shape "
                          f"{tuple(normalized_shape)}")
-    axes = tuple(range(len(shape) - k, len(shape)))
-    centered = x - ops.mean(x, axis=axes, keepdims=True)
-    out = centered / ops.sqrt(ops.mean(centered * centered, axis=axes, keepdims=True) + eps)
+    out = _normalize(x, tuple(range(len(shape) - k, len(shape))), eps)
     if weight is not None:
         out = out * weight
     return out if bias is None else out + bias
+
+
+def _normalize(x: Any, axes: tuple, eps: float) -> Any:
+    # in float32 for 16-bit x, rounded once (as PyTorch): a float16 (x - mean)**2 overflows past 256
+    if getattr(x, "dtype", None) in LOW_PRECISION:
+        return accumulate(_normalize, x, axes, eps)
+    centered = x - ops.mean(x, axis=axes, keepdims=True)
+    return centered / ops.sqrt(ops.mean(centered * centered, axis=axes, keepdims=True) + eps)
 
 
 def embedding(indices: Any, weight: Any) -> Any:

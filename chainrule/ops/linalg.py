@@ -10,7 +10,7 @@ import string
 from typing import Any, NamedTuple
 
 from .._backend import np
-from .._dtypes import LOW_PRECISION
+from .._dtypes import LOW_PRECISION, accumulate
 from ..errors import ShapeError
 from ._registry import Tensor, apply, defprim, linear_jvps, raw
 
@@ -440,6 +440,8 @@ def norm(x: Any, ord: Any = None, axis: Any = None, keepdims: bool = False) -> A
     >>> cr.linalg.norm(x, ord=3).backward(); x.grad
     tensor([0., 0.])
     """
+    if getattr(x, "dtype", None) in LOW_PRECISION:
+        return accumulate(norm, x, ord, axis, keepdims)
     ndim = np.ndim(raw(x))
     if axis is None and ord is None:
         return _two_norm(ravel(x) if not keepdims else x, None, keepdims)

@@ -1,23 +1,33 @@
 """Neural-network primitives kept as primitives for stability: softmax, log_softmax.
 
-relu, sigmoid, softplus and gelu are elementwise primitives (see elementwise.py).
+relu, sigmoid, softplus and gelu are elementwise primitives (see elementwise.py). On 16-bit and FP8
+inputs these ops run in float32 and round once (``_dtypes.accumulate``), as PyTorch's kernels do.
 """
 from __future__ import annotations
 
 from typing import Any
 
 from .._backend import ndarray, np
+from .._dtypes import LOW_PRECISION, accumulate
 from ._registry import apply, defprim, raw
-from ._shapes import normalize_axis
+
+
+def _shifted(x: Any, axis: int) -> Any:
+    try:
+        return x - np.maximum.reduce(x, axis=axis, keepdims=True)
+    except ValueError:                  # no elements, no maximum: the results are empty (PyTorch's)
+        return x
 
 
 def _softmax_forward(x: Any, axis: int) -> Any:
-    z = np.exp(x - np.maximum.reduce(x, axis=axis, keepdims=True))
+    z = np.exp(_shifted(x, axis))
     return z / np.add.reduce(z, axis=axis, keepdims=True)
 
 
 def _log_softmax_forward(x: Any, axis: int) -> Any:
-    shifted = x - np.maximum.reduce(x, axis=axis, keepdims=True)
+    shifted = _shifted(x, axis)
+    if not x.size:                      # nothing to normalise (and the log of an empty sum warns)
+        return shifted
     return shifted - np.log(np.add.reduce(np.exp(shifted), axis=axis, keepdims=True))
 
 
@@ -33,7 +43,7 @@ LOG_SOFTMAX = defprim("log_softmax", _log_softmax_forward,
 
 
 def _softmax_cross_entropy_forward(x: Any, target: Any, reduction: str = "none") -> Any:
-    shifted = x - np.maximum.reduce(x, axis=-1, keepdims=True)
+    shifted = _shifted(x, -1)
     lse = np.log(np.add.reduce(np.exp(shifted), axis=-1))
     loss = lse - shifted[np.arange(len(target)), target]
     if reduction == "none":
@@ -92,6 +102,8 @@ def softmax_cross_entropy(logits: Any, target: Any, reduction: str = "none") -> 
     if reduction not in REDUCTIONS:
         raise ValueError(f"softmax_cross_entropy: reduction must be 'none', 'mean' or 'sum', got "
                          f"{reduction!r}")
+    if getattr(logits, "dtype", None) in LOW_PRECISION:
+        return accumulate(softmax_cross_entropy, logits, target, reduction)
     return apply(SOFTMAX_CROSS_ENTROPY, (logits,), {"target": np.asarray(raw(target)),
                                                      "reduction": reduction})
 
@@ -103,9 +115,7 @@ def softmax(x: Any, axis: int = -1) -> Any:
     >>> cr.softmax(cr.tensor([0.0, 0.0]))
     tensor([0.5, 0.5])
     """
-    axis = normalize_axis(axis, np.ndim(raw(x)),
-                          "softmax")[0]
-    return apply(SOFTMAX, (x,), {"axis": axis})
+    return _along(x, SOFTMAX, axis)
 
 
 def log_softmax(x: Any, axis: int = -1) -> Any:
@@ -115,11 +125,9 @@ def log_softmax(x: Any, axis: int = -1) -> Any:
     >>> cr.log_softmax(cr.tensor([0.0, 0.0]))
     tensor([-0.6931472, -0.6931472])
     """
-    axis = normalize_axis(axis, np.ndim(raw(x)),
-                          "log_softmax")[0]
-    return apply(LOG_SOFTMAX, (x,), {"axis": axis})
+    return _along(x, LOG_SOFTMAX, axis)
 
 
 from .elementwise import exp  # noqa: E402
-from .reduction import sum  # noqa: E402
+from .reduction import _along, sum  # noqa: E402
 from .shape import expand_dims  # noqa: E402

@@ -1,7 +1,9 @@
 """Reductions: sum, prod, amax/amin, logsumexp, cumsum, cumprod (primitives); mean/var/std (composites).
 
 Ties in amax/amin split the gradient evenly among the maximal elements (PyTorch's convention).
-Sums of 16-bit and FP8 floats accumulate in float32 and round once at the end.
+Every reduction of 16-bit and FP8 floats, composites included, runs whole in float32 and rounds
+once at the end (``_dtypes.accumulate``): sum, prod, logsumexp, cumsum, cumprod and their rules
+never see a 16-bit array (amax/amin, exact in any dtype, run in the input's).
 """
 from __future__ import annotations
 
@@ -10,15 +12,12 @@ import math
 from typing import Any
 
 from .._backend import np
-from .._dtypes import LOW_PRECISION
+from .._dtypes import LOW_PRECISION, accum_dtype, accumulate
 from ._registry import Tensor, apply, defprim, raw
 from ._shapes import expand_reduced, normalize_axis
 
 
 def _sum_forward(x: Any, axis: Any, keepdims: bool, shape: Any) -> Any:
-    dtype = getattr(x, "dtype", None)
-    if dtype in LOW_PRECISION:
-        return np.sum(x, axis=axis, keepdims=keepdims, dtype=np.float32).astype(dtype)
     return np.add.reduce(x, axis=axis, keepdims=keepdims)   # np.sum minus its Python wrapper
 
 
@@ -34,6 +33,8 @@ SUM = defprim("sum", _sum_forward,
 
 def _prod_others(x: Any, axis: Any) -> Any:
     """Product of all other elements in each reduced group (exact even where x has zeros)."""
+    if x.size == 0:                     # no elements, no products (and reshape cannot infer a -1)
+        return zeros_like(x)
     ndim = x.ndim
     axes = tuple(range(ndim)) if axis is None else axis
     rest = [i for i in range(ndim) if i not in axes]
@@ -63,7 +64,8 @@ def _argmax_share(out: Any, x: Any, axis: Any, keepdims: bool, shape: Any) -> An
     # 1/k on each of the k tied extreme elements of a group, 0 elsewhere
     hit = equal(x, expand_reduced(out, shape, axis, keepdims))
     hit = astype(hit, x.dtype)
-    return hit / np.sum(raw(hit), axis=axis, keepdims=True)
+    # counted in float32 for 16-bit x: a bfloat16 count stops at 256
+    return hit / np.sum(raw(hit), axis=axis, keepdims=True, dtype=accum_dtype(x.dtype))
 
 
 def _extreme_rules() -> tuple:
@@ -94,7 +96,10 @@ AMIN = defprim("amin", lambda x, axis, keepdims, shape: np.amin(x, axis=axis, ke
 
 
 def _logsumexp_forward(x: Any, axis: Any, keepdims: bool, shape: Any) -> Any:
-    m = np.maximum.reduce(x, axis=axis, keepdims=True)
+    try:
+        m = np.maximum.reduce(x, axis=axis, keepdims=True)
+    except ValueError:                  # no elements, no maximum: the sum is 0, its log -inf
+        m = 0
     m = np.where(np.isfinite(m), m, 0)
     total = np.add.reduce(np.exp(x - m), axis=axis, keepdims=True)
     if total.all():
@@ -129,12 +134,6 @@ LOGSUMEXP = defprim("logsumexp", _logsumexp_forward,
                     jvps=(lambda t, out, x, axis, keepdims, shape:
                           sum(t * _softmax_of(x, out, axis, keepdims, shape), axis, keepdims),),
                     saves="x out", flops=lambda out, x, **p: 3 * int(np.size(x)), kind="reduction")
-
-
-def _cum_axis(x: Any, axis: Any) -> tuple[Any, int]:
-    if axis is None:
-        return reshape(x, (-1,)), 0
-    return x, normalize_axis(axis, x.ndim, "cumsum")[0]
 
 
 CUMSUM = defprim("cumsum", lambda x, axis: np.cumsum(x, axis=axis),
@@ -188,11 +187,15 @@ def sum(x: Any, axis: Any = None, keepdims: bool = False, dtype: Any = None) -> 
     """
     if dtype is not None:
         x = astype(x, dtype)
+    if getattr(x, "dtype", None) in LOW_PRECISION:
+        return accumulate(sum, x, axis, keepdims)
     return _reduce(SUM, x, axis, keepdims)
 
 
 def prod(x: Any, axis: Any = None, keepdims: bool = False) -> Any:
     """Product over ``axis``; the gradient is exact even with zeros in the input."""
+    if getattr(x, "dtype", None) in LOW_PRECISION:
+        return accumulate(prod, x, axis, keepdims)
     return _reduce(PROD, x, axis, keepdims)
 
 
@@ -220,13 +223,14 @@ def logsumexp(x: Any, axis: Any = None, keepdims: bool = False) -> Any:
     tensor([[0., 0.],
             [1., 0.]])
     """
+    if getattr(x, "dtype", None) in LOW_PRECISION:
+        return accumulate(logsumexp, x, axis, keepdims)
     return _reduce(LOGSUMEXP, x, axis, keepdims)
 
 
 def cumsum(x: Any, axis: Any = None) -> Any:
     """Cumulative sum along ``axis`` (flattened when None)."""
-    x, axis = _cum_axis(x, axis)
-    return apply(CUMSUM, (x,), {"axis": axis})
+    return _along(reshape(x, (-1,)), CUMSUM, 0) if axis is None else _along(x, CUMSUM, axis)
 
 
 def cumprod(x: Any, axis: Any = None) -> Any:
@@ -237,34 +241,54 @@ def cumprod(x: Any, axis: Any = None) -> Any:
     >>> cr.cumprod(x).sum().backward(); x.grad
     tensor([1., 8., 0.])
     """
-    x, axis = _cum_axis(x, axis)
-    return apply(CUMPROD, (x,), {"axis": axis})
+    return _along(reshape(x, (-1,)), CUMPROD, 0) if axis is None else _along(x, CUMPROD, axis)
 
 
-def _count(x: Any, axis: Any) -> int:
+def _along(x: Any, prim: Any, axis: Any) -> Any:
+    """A primitive along one ``axis``: cumsum, cumprod, softmax, log_softmax."""
+    if getattr(x, "dtype", None) in LOW_PRECISION:
+        return accumulate(_along, x, prim, axis)
+    return apply(prim, (x,), {"axis": normalize_axis(axis, np.ndim(raw(x)), prim.name)[0]})
+
+
+def _count(x: Any, axis: Any, op: str) -> int:
     shape = np.shape(raw(x))
-    axes = normalize_axis(axis, len(shape), "mean")
+    axes = normalize_axis(axis, len(shape), op)
     if axes is None:
         return math.prod(shape)
     return math.prod(shape[a] for a in axes)
 
 
+# The composites run whole in float32 for 16-bit x: a float16 sum rounded before the division
+# overflows (1,000 values of 100), and a variance would round at every step.
 def mean(x: Any, axis: Any = None, keepdims: bool = False, dtype: Any = None) -> Any:
     """Arithmetic mean over ``axis`` (composite: sum / n)."""
     if dtype is not None:
         x = astype(x, dtype)
-    return sum(x, axis, keepdims) / _count(x, axis)          # NaN for no elements, as NumPy
+    if getattr(x, "dtype", None) in LOW_PRECISION:
+        return accumulate(mean, x, axis, keepdims)
+    n = _count(x, axis, "mean")
+    return sum(x, axis, keepdims) / n                         # NaN for no elements, as NumPy
 
 
 def var(x: Any, axis: Any = None, keepdims: bool = False, ddof: int = 0) -> Any:
     """Variance over ``axis`` with ``ddof`` (NumPy's default 0; PyTorch's unbiased is ddof=1)."""
-    centered = x - mean(x, axis, keepdims=True)
-    return sum(centered * centered, axis, keepdims) / builtins.max(_count(x, axis) - ddof, 0)
+    return _var(x, axis, keepdims, ddof, "var")
 
 
 def std(x: Any, axis: Any = None, keepdims: bool = False, ddof: int = 0) -> Any:
     """Standard deviation (composite: sqrt of var); the gradient of a constant's std is 0, as PyTorch."""
-    return _zero_at_zero(sqrt, var(x, axis, keepdims, ddof))
+    if getattr(x, "dtype", None) in LOW_PRECISION:
+        return accumulate(std, x, axis, keepdims, ddof)
+    return _zero_at_zero(sqrt, _var(x, axis, keepdims, ddof, "std"))
+
+
+def _var(x: Any, axis: Any, keepdims: bool, ddof: int, op: str) -> Any:
+    if getattr(x, "dtype", None) in LOW_PRECISION:
+        return accumulate(_var, x, axis, keepdims, ddof, op)
+    n = _count(x, axis, op)
+    centered = x - mean(x, axis, keepdims=True)
+    return sum(centered * centered, axis, keepdims) / builtins.max(n - ddof, 0)
 
 
 def average(x: Any, axis: Any = None, weights: Any = None) -> Any:
@@ -276,6 +300,8 @@ def average(x: Any, axis: Any = None, weights: Any = None) -> Any:
     """
     if weights is None:
         return mean(x, axis)
+    if getattr(x, "dtype", None) in LOW_PRECISION:
+        return accumulate(average, x, axis, weights)
     ndim, wdim = np.ndim(raw(x)), np.ndim(raw(weights))
     if wdim == 1 and ndim > 1 and axis is not None and not isinstance(axis, tuple):
         a = normalize_axis(axis, ndim, "average")[0]      # 1-D weights along ``axis``, as NumPy
@@ -310,5 +336,5 @@ ARGMAX = defprim("argmax", lambda x: np.argmax(x), vjps=None, jvps=None, kind="d
 
 from ..grad_mode import STATE  # noqa: E402
 from ..tensor import wrap as _wrap  # noqa: E402
-from .elementwise import _zero_at_zero, astype, equal, exp, ones_like, sqrt, where  # noqa: E402
+from .elementwise import _zero_at_zero, astype, equal, exp, ones_like, sqrt, where, zeros_like  # noqa: E402
 from .shape import concatenate, flip, moveaxis, reshape, stack, transpose  # noqa: E402

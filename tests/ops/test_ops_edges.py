@@ -286,3 +286,92 @@ def test_det_create_graph_at_huge_singular_matrix_raises_clear_error():
         cr.autograd.grad(cr.linalg.det(x), x, create_graph=True)
     (g,) = cr.autograd.grad(cr.linalg.det(x), x)              # first order: the SVD, no limit
     assert g.shape == (100, 100) and not g.data.any()
+
+
+
+# ----- empty dimensions: PyTorch's results, empty gradients of the input's shape -----
+EMPTY_PROD = [((0, 3), 1), ((3, 0), 1), ((0, 3), None), ((2, 0, 3), 2), ((2, 0, 3), (0, 2))]
+
+
+def torch_prod(x, axis):
+    if axis is None:
+        return x.prod()
+    for a in sorted(np.atleast_1d(axis), reverse=True):    # torch.prod takes one dim at a time
+        x = x.prod(int(a))
+    return x
+
+
+def test_prod_gradient_with_no_rows_is_empty():
+    # the reported crash: the rules reshaped to (0, -1)
+    assert cr.grad(lambda x: cr.prod(x, axis=1).sum())(np.zeros((0, 3))).shape == (0, 3)
+
+
+@pytest.mark.parametrize("shape, axis", EMPTY_PROD, ids=str)
+def test_prod_with_an_empty_dimension_has_an_empty_gradient_and_tangent(shape, axis):
+    out, g = grad_of(lambda x: cr.prod(x, axis=axis), np.zeros(shape))
+    np.testing.assert_array_equal(out, np.prod(np.zeros(shape), axis=axis))
+    assert g.shape == shape and g.dtype == np.float64
+    _, t = cr.jvp(lambda x: cr.prod(x, axis=axis), (np.zeros(shape),), (np.ones(shape),))
+    assert t.shape == out.shape and not t.any()
+
+
+@pytest.mark.parametrize("shape, axis", EMPTY_PROD, ids=str)
+def test_prod_with_an_empty_dimension_matches_torch(shape, axis):
+    out, g = grad_of(lambda x: cr.prod(x, axis=axis), np.zeros(shape))
+    tout, tg = torch_grad(lambda t, x: torch_prod(x, axis), np.zeros(shape))
+    np.testing.assert_array_equal(out, tout)
+    np.testing.assert_array_equal(g, tg)
+
+
+# name -> (chainrule function, torch function, input)
+EMPTY_AXIS = {
+    "softmax": (cr.softmax, lambda t, x: t.softmax(x, -1), np.zeros((2, 0))),
+    "log_softmax": (cr.log_softmax, lambda t, x: t.log_softmax(x, -1), np.zeros((2, 0))),
+    "logsumexp": (lambda x: cr.logsumexp(x, axis=-1), lambda t, x: t.logsumexp(x, -1), np.zeros((2, 0))),
+    "softmax_of_no_rows": (cr.softmax, lambda t, x: t.softmax(x, -1), np.zeros((0, 3))),
+    "logsumexp_of_nothing": (cr.logsumexp, lambda t, x: t.logsumexp(x, 0), np.zeros(0)),
+}
+
+
+@pytest.mark.parametrize("name", list(EMPTY_AXIS))
+def test_softmax_family_over_an_empty_axis(name):
+    fn, _, x = EMPTY_AXIS[name]
+    out, g = grad_of(fn, x)
+    if name.startswith("logsumexp"):
+        assert out.shape == x.shape[:-1] and (out == -np.inf).all()     # log of an empty sum
+    else:
+        assert out.shape == x.shape
+    assert g.shape == x.shape and g.dtype == np.float64
+    _, t = cr.jvp(fn, (x,), (np.ones_like(x),))
+    assert t.shape == out.shape and not t.any()
+    assert cr.gradgradcheck(fn, (f64(x),))
+
+
+@pytest.mark.parametrize("name", list(EMPTY_AXIS))
+def test_softmax_family_over_an_empty_axis_matches_torch(name):
+    fn, torch_fn, x = EMPTY_AXIS[name]
+    out, g = grad_of(fn, x)
+    tout, tg = torch_grad(torch_fn, x)
+    np.testing.assert_array_equal(out, tout)
+    np.testing.assert_array_equal(g, tg)
+
+
+# ----- axis arguments that are not ints -----
+@pytest.mark.parametrize("op", ["sum", "mean", "prod", "var", "std", "amax", "logsumexp", "cumsum",
+                                "softmax"])
+def test_a_float_axis_raises_an_error_that_names_the_op_and_the_fix(op):
+    x = f64(np.ones((2, 3)))
+    with pytest.raises(cr.errors.ShapeError) as e:
+        getattr(cr, op)(x, axis=1.0)
+    assert str(e.value) == f"{op}: axis must be an int or a tuple of ints, got 1.0 (float); pass axis=1"
+
+
+def test_axis_errors_name_the_fix_for_tuples_and_non_integral_values():
+    x = f64(np.ones((2, 3)))
+    with pytest.raises(cr.errors.ShapeError, match=r"^sum: .* got \(0, 1\.0\) \(tuple\); pass axis=\(0, 1\)$"):
+        cr.sum(x, axis=(0, 1.0))
+    with pytest.raises(cr.errors.ShapeError, match=r"^mean: .* got 1\.5 \(float\); pass an int such as axis=0"):
+        cr.mean(x, axis=1.5)
+    with pytest.raises(cr.errors.ShapeError, match=r"^var: .* got '1' \(str\)"):
+        cr.var(x, axis="1")
+    assert cr.sum(x, axis=np.int64(1)).shape == (2,) and cr.sum(x, axis=[0, 1]).shape == ()

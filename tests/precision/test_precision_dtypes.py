@@ -95,3 +95,88 @@ def test_every_primitive_is_covered_by_the_audit():
     covered = {s.name for s in OP_SPECS} | set(NONDIFF_SPECS)
     missing = set(cr.PRIMITIVES) - covered
     assert not missing, f"add an OpSpec for {sorted(missing)} (tests/op_specs.py)"
+
+
+# ----- 16-bit reductions accumulate in float32 and round once (PyTorch's rule) -----
+def _normal(n, loc=0.0, scale=1.0):
+    return np.random.default_rng(1).normal(loc, scale, n)
+
+
+# name -> (function, float64 values where rounding in 16 bits before the end shows)
+REDUCTIONS = {
+    "sum": (cr.sum, np.full(70_000, 0.5)),
+    "mean_of_100s": (cr.mean, np.full(1_000, 100.0)),          # float16 sum overflowed: inf
+    "mean_of_halves": (cr.mean, np.full(70_000, 0.5)),          # float16 count was inf: 0
+    "var": (cr.var, _normal(1_000, 100.0)),
+    "std": (lambda x: cr.std(x, ddof=1), _normal(1_000, 100.0)),
+    "cumsum": (cr.cumsum, np.ones(4_096)),                      # bfloat16 stopped at 256
+    "cumprod": (cr.cumprod, np.full(512, 1.01)),
+    "prod": (cr.prod, np.full(512, 1.01)),
+    "norm": (cr.linalg.norm, np.full(1_000, 100.0)),
+    "logsumexp": (cr.logsumexp, _normal(70_000)),
+    "softmax": (lambda x: cr.softmax(x.reshape(2, -1), axis=-1), _normal(140_000)),
+    "log_softmax": (lambda x: cr.log_softmax(x.reshape(2, -1), axis=-1), _normal(140_000)),
+}
+
+
+def assert_within_ulps(got, want, dtype, ulps=2):
+    """|got - want| <= ulps spacings of ``dtype`` at ``want``, both finite."""
+    got, want = np.asarray(got), np.asarray(want)
+    assert got.dtype == dtype and np.isfinite(want.astype(np.float64)).all()
+    assert np.isfinite(got.astype(np.float64)).all()
+    err = np.abs(got.astype(np.float64) - want.astype(np.float64))
+    spacing = np.abs(np.spacing(want)).astype(np.float64)
+    assert (err <= ulps * spacing).all(), f"max error {np.max(err / spacing):.1f} ulps"
+
+
+@pytest.mark.parametrize("dtype", LOW, ids=str)
+@pytest.mark.parametrize("name", list(REDUCTIONS))
+def test_16_bit_reductions_round_once_from_float32(name, dtype):
+    fn, values = REDUCTIONS[name]
+    x = cr.tensor(values.astype(dtype), requires_grad=True)
+    x64 = cr.tensor(x.data.astype(np.float64), requires_grad=True)
+    out, ref = fn(x), fn(x64)
+    assert_within_ulps(out.data, ref.data.astype(dtype), dtype)
+    # the gradient: in x's dtype, within two of its ulps of the float64 gradient rounded once
+    v = np.random.default_rng(2).normal(size=out.shape).astype(dtype)
+    out.backward(cr.tensor(v))
+    ref.backward(cr.tensor(v.astype(np.float64)))
+    assert_within_ulps(x.grad.data, x64.grad.data.astype(dtype), dtype)
+
+
+@pytest.mark.parametrize("dtype", LOW, ids=str)
+def test_16_bit_layer_norm_is_finite_and_rounds_the_float32_result_once(dtype):
+    # spread 300: a float16 (x - mean)**2 overflows (it gave all NaN or 0 before)
+    x = cr.tensor((_normal(4_000, 50.0, 300.0).reshape(4, 1_000)).astype(dtype))
+    layer = cr.nn.LayerNorm(1_000)
+    out, ref = layer(x), layer(x.astype(cr.float32))
+    assert_within_ulps(out.data.astype(dtype), ref.data.astype(dtype), dtype, ulps=1)
+    half = cr.nn.LayerNorm(1_000, dtype=dtype)(x)
+    assert half.dtype == dtype and np.isfinite(half.data.astype(np.float32)).all()
+
+
+def test_16_bit_reductions_match_torch_where_torch_rounds_once():
+    torch = pytest.importorskip("torch")
+    ones, hundreds = np.ones(4_096), np.full(1_000, 100.0)
+    for dtype, tdtype in ((cr.float16, torch.float16), (cr.bfloat16, torch.bfloat16)):
+        t = lambda v: torch.tensor(v, dtype=tdtype)                              # noqa: E731
+        x = lambda v: cr.tensor(v.astype(dtype))                                  # noqa: E731
+        assert cr.cumsum(x(ones)).data.astype(float).tolist() == t(ones).cumsum(0).float().tolist()
+        assert float(cr.mean(x(hundreds))) == float(t(hundreds).mean()) == 100.0
+        assert float(cr.var(x(hundreds))) == float(t(hundreds).var(unbiased=False)) == 0.0
+
+
+def test_fp8_reductions_accumulate_in_float32_too():
+    for dtype in (cr.float8_e4m3fn, cr.float8_e5m2):
+        x = cr.tensor(np.full(1_000, 100.0).astype(dtype))
+        assert cr.mean(x).dtype == dtype
+        assert float(cr.mean(x)) == float(np.asarray(100.0).astype(dtype))   # the sum overflowed
+        assert float(cr.softmax(x)[0]) == float(np.asarray(1e-3).astype(dtype))
+
+
+def test_float32_reductions_record_no_casts():
+    x = cr.tensor(np.ones((3, 4), np.float32), requires_grad=True)
+    for out in (cr.sum(x), cr.mean(x), cr.softmax(x), cr.cumsum(x, 1), cr.logsumexp(x)):
+        assert out.dtype == cr.float32 and out.grad_fn.name != "astype", out.grad_fn
+    with cr.autocast(cr.bfloat16):
+        assert cr.mean(x.astype(cr.bfloat16)).dtype == cr.float32   # autocast's float32 reductions
