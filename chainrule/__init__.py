@@ -7,7 +7,7 @@
 >>> x.grad.shape
 (3,)
 """
-from .tensor import Tensor, as_tensor, tensor  # noqa: I001  (Tensor first: ops bind to it)
+from .tensor import Tensor, tensor
 from . import autograd, ops, random
 from ._dtypes import (bfloat16, bool_, float8_e4m3fn, float8_e5m2, float16, float32, float64,
                       get_default_dtype, int32, int64, set_default_dtype)
@@ -19,7 +19,7 @@ from .errors import ChainruleError, DTypeError, GradcheckError, GraphError, Shap
 from .gradcheck import NonDifferentiablePointError, gradcheck, gradgradcheck
 from .grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from .ops import (PRIMITIVES, abs, absolute, add, amax, amin, arccos, arccosh, arcsin, arcsinh,
-                  arctan, arctan2, arctanh, argmax, argmin, argsort, around, array_split, astype,
+                  arctan, arctan2, arctanh, argmax, argmin, argsort, around, array_split, as_tensor, astype,
                   atleast_1d, atleast_2d, average, broadcast_to, cbrt, ceil, cholesky, clip,
                   concatenate, copy, cos, cosh, cumprod, cumsum, det, diagonal, divide, divmod, dot, einsum,
                   equal, erf, exp, exp2, expand_dims, expm1, flatten, flip, floor, floor_divide, fmax, fmin, gelu,

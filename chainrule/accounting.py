@@ -24,7 +24,7 @@ import weakref
 from typing import Any
 
 from ._backend import np
-from .grad_mode import STATE, refresh_rare
+from .grad_mode import STATE, add_to, remove_from
 from .tensor import Tensor
 
 
@@ -57,14 +57,12 @@ class profile:
     def __enter__(self) -> profile:
         self._mark = time.perf_counter()
         self._phase = STATE.in_backward
-        STATE.observers.append(self)
-        refresh_rare()
+        add_to("observers", self)
         return self
 
     def __exit__(self, *exc: object) -> None:
         self._tick(self._phase)
-        STATE.observers.remove(self)
-        refresh_rare()
+        remove_from("observers", self)
 
     def _tick(self, phase: bool) -> None:
         # Wall time is split at op granularity: the time since the previous op is charged to the

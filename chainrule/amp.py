@@ -15,7 +15,7 @@ from typing import Any, Callable
 from ._backend import np
 from ._dtypes import LOW_PRECISION, bfloat16, float16, float32, float64, is_floating
 from .errors import ChainruleError
-from .grad_mode import STATE, refresh_rare
+from .grad_mode import STATE, add_to, remove_from
 from .ops import PRIMITIVES, astype, raw
 from .precision import StaleMeter, grad_stats
 from .tensor import wrap
@@ -40,13 +40,6 @@ def op_policy(name: str) -> str:
     return "low" if prim.kind == "matmul" else "input"
 
 
-def _remove_observer(state: dict, observer: Any) -> None:
-    """Take ``observer`` out of a thread's state (``STATE.__dict__``) and refresh its rare flag."""
-    if observer in state["observers"]:
-        state["observers"].remove(observer)
-        refresh_rare(state)
-
-
 class autocast:
     """Run matmul-class ops in ``dtype`` and precision-sensitive ops in float32 (context or decorator).
 
@@ -68,12 +61,10 @@ class autocast:
     def __enter__(self) -> autocast:
         self._prev = STATE.autocast
         STATE.autocast = self if self.enabled else None
-        refresh_rare()
         return self
 
     def __exit__(self, *exc: object) -> None:
         STATE.autocast = self._prev
-        refresh_rare()
 
     def __call__(self, fn: Callable) -> Callable:
         @functools.wraps(fn)
@@ -277,11 +268,10 @@ class GradScaler:
                     f"one step under cr.detect_anomaly() to see where it was called")
         if self.max_backoffs is not None and self._backoffs >= self.max_backoffs:
             self._watch = _FirstNonFinite()       # watch the next iteration, forward and backward
-            STATE.observers.append(self._watch)
-            refresh_rare()
+            add_to("observers", self._watch)
             # removed after the next update, or when the scaler is dropped mid-way (an observer left
             # behind would slow every op of this thread)
-            self._unwatch = weakref.finalize(self, _remove_observer, STATE.__dict__, self._watch)
+            self._unwatch = weakref.finalize(self, remove_from, "observers", self._watch, STATE.__dict__)
 
     def state_dict(self) -> dict:
         """The scaler's state (empty when disabled), as in PyTorch."""

@@ -24,6 +24,7 @@ from ._backend import np
 from .accounting import profile
 from .autograd import engine
 from .autograd.function import Function, FunctionCtx
+from .autograd.graph import walk
 from .grad_mode import STATE, enable_grad
 from .ops import PRIMITIVES, apply
 from .random import get_rng_state, set_rng_state, used_rng_state
@@ -133,22 +134,11 @@ def _rng_state(state: dict | None) -> Iterator[None]:
 
 def _closure_leaves(roots: list, wanted: list) -> list:
     """Leaves that require grad reached from ``roots`` other than the recomputation's inputs."""
-    stop = {id(x.grad_fn) for x in wanted if x.grad_fn is not None}
+    stop = [x.grad_fn for x in wanted if x.grad_fn is not None]
     skip = {id(x) for x in wanted}
-    leaves, seen = [], set()
-    stack = [r.grad_fn for r in roots]
-    while stack:
-        node = stack.pop()
-        if node is None or id(node) in seen or id(node) in stop:
-            continue
-        seen.add(id(node))
-        if node.edges == ():
-            t = node.variable()
-            if t is not None and id(t) not in skip:
-                leaves.append(t)
-            continue
-        stack.extend(e[0] for e in node.edges if e is not None)
-    return leaves
+    leaves = [node.variable() for node in walk([r.grad_fn for r in roots], stop=stop)
+              if node.is_accumulator]
+    return [t for t in leaves if t is not None and id(t) not in skip]
 
 
 # ----- sequential models -----

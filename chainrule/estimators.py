@@ -17,7 +17,8 @@ from .autograd.function import Function
 from .errors import ShapeError
 from .ops._registry import raw
 from .random import get_generator
-from .tensor import Tensor, as_tensor, wrap
+from .ops import as_tensor
+from .tensor import Tensor, wrap
 
 
 class _StraightThrough(Function):

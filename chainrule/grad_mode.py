@@ -7,32 +7,86 @@ import threading
 from typing import Any, Callable
 
 
+# Fields whose being set turns on a rare feature that ``ops.apply`` must look at.
+_RARE = frozenset({"fw_levels", "hooks", "observers", "anomaly", "autocast"})
+
+
 class _State(threading.local):
-    """Per-thread switches read on the hot path (one attribute lookup each)."""
+    """Per-thread switches read on the hot path (``ops.apply`` reads ``STATE.__dict__`` once).
+
+    ``rare`` is derived: setting any rare field recomputes it, so it cannot go stale; the rare
+    fields are immutable (tuples or objects), so every change is such a setting. Set a field for a
+    scope with ``state_scope``; add or remove an item of a tuple field with ``add_to``/``remove_from``.
+    """
 
     def __init__(self) -> None:
-        self.grad_enabled = True
-        self.fw_levels: list[int] = []    # active forward-mode levels, innermost last
-        self.fw_visible = 1 << 62         # tangents of levels above this are hidden (while a JVP rule runs)
-        self.hooks: list[Any] = []        # active saved_tensors_hooks (pack, unpack)
-        self.observers: list[Any] = []    # profilers / tracers that watch every op
-        self.anomaly = False
-        self.in_backward = False
-        self.autocast: Any = None         # active cr.autocast policy (precision.py), or None
-        self.rare = False                 # any of the above but grad_enabled is on: see refresh_rare
+        d = self.__dict__
+        d["grad_enabled"] = True
+        d["in_backward"] = False
+        d["safe_zero"] = True          # the zero-cotangent convention (set_safe_zero_cotangents)
+        d["fw_visible"] = 1 << 62      # tangents of levels above this are hidden (while a JVP rule runs)
+        d["fw_levels"] = ()            # active forward-mode levels, innermost last
+        d["fw_push"] = None            # forward mode's tangent pusher, set while a level is open
+        d["hooks"] = ()                # active saved_tensors_hooks (pack, unpack)
+        d["observers"] = ()            # profilers / tracers that watch every op
+        d["anomaly"] = None            # the active detect_anomaly, or None
+        d["autocast"] = None           # the active cr.autocast policy, or None
+        d["rare"] = False              # any rare field set: apply looks at them only then
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        _set(self.__dict__, name, value)
+
+
+def _set(d: dict, name: str, value: Any) -> None:
+    """Set field ``name`` of a thread's state dict ``d``, keeping ``rare`` right."""
+    if name not in d:
+        raise AttributeError(f"chainrule's thread state has no field {name!r}")
+    d[name] = value
+    if name in _RARE:
+        d["rare"] = bool(d["fw_levels"] or d["hooks"] or d["observers"] or d["anomaly"] is not None
+                         or d["autocast"] is not None)
 
 
 STATE = _State()
 
 
-def refresh_rare(state: dict | None = None) -> None:
-    """Recompute ``STATE.rare``; call it after changing fw_levels, hooks, observers, anomaly or
-    autocast. The hot path (``ops.apply``) reads this one flag and skips every rare feature when
-    it is False: thread-local lookups cost ~80 ns each, so one instead of eight per op matters.
-    ``state`` is a thread's ``STATE.__dict__`` (default: this thread's)."""
-    st = STATE.__dict__ if state is None else state
-    st["rare"] = bool(st["fw_levels"] or st["hooks"] or st["observers"] or st["anomaly"]
-                      or st["autocast"] is not None)
+class state_scope:
+    """Set fields of this thread's state for a ``with`` block, restoring them after.
+
+    >>> from chainrule.grad_mode import STATE, state_scope
+    >>> with state_scope(safe_zero=False):
+    ...     STATE.safe_zero
+    False
+    """
+
+    def __init__(self, **fields: Any) -> None:
+        self.fields = fields
+
+    def __enter__(self) -> state_scope:
+        self.prev = {name: getattr(STATE, name) for name in self.fields}
+        for name, value in self.fields.items():
+            setattr(STATE, name, value)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for name, value in self.prev.items():
+            setattr(STATE, name, value)
+
+
+def add_to(name: str, item: Any) -> None:
+    """Append ``item`` to the tuple field ``name`` of this thread's state."""
+    setattr(STATE, name, getattr(STATE, name) + (item,))
+
+
+def remove_from(name: str, item: Any, state: dict | None = None) -> None:
+    """Remove the last ``item`` (by identity) from the tuple field ``name`` of a thread's state
+    (``state``: that thread's ``STATE.__dict__``; default this thread's)."""
+    d = STATE.__dict__ if state is None else state
+    items = d[name]
+    for i in range(len(items) - 1, -1, -1):
+        if items[i] is item:
+            _set(d, name, items[:i] + items[i + 1:])
+            return
 
 
 def is_grad_enabled() -> bool:

@@ -10,7 +10,11 @@ from typing import Any, Callable, Sequence
 
 from ._backend import np
 from .errors import ChainruleError, GradcheckError
-from .grad_mode import STATE, enable_grad, no_grad, refresh_rare
+from .grad_mode import add_to, enable_grad, no_grad, remove_from
+from .autograd import engine as _engine
+from .autograd.forward import dual_level, make_dual, unpack_dual
+from .ops._registry import apply
+from .tensor import Tensor
 
 # dtype-keyed tolerances, starting from JAX's default_gradient_tolerance
 GRAD_TOL = {np.dtype(np.float64): 1e-5, np.dtype(np.float32): 2e-3, np.dtype(np.float16): 1e-2,
@@ -45,13 +49,11 @@ class _Tracer:
         pass
 
     def __enter__(self) -> _Tracer:
-        STATE.observers.append(self)
-        refresh_rare()
+        add_to("observers", self)
         return self
 
     def __exit__(self, *exc: object) -> None:
-        STATE.observers.remove(self)
-        refresh_rare()
+        remove_from("observers", self)
 
 
 def _as_inputs(inputs: Any) -> tuple:
@@ -131,7 +133,6 @@ def _analytic_rows(fn: Callable, xs: list, checked: list) -> list:
 
 def _forward_columns(fn: Callable, xs: list, i: int) -> np.ndarray:
     """Forward-mode Jacobian columns for input i (one JVP per input element)."""
-    from .autograd.forward import dual_level, make_dual, unpack_dual
     cols = []
     for j in range(xs[i].data.size):
         tangent = np.zeros(xs[i].data.size, dtype=xs[i].dtype)
@@ -261,7 +262,6 @@ def _check_op(prim: Any, datas: list, params: dict, mode: str, eps: float) -> st
             if mode == "reverse":
                 num, got = float(np.sum(v * col)), float(analytic[j])
             else:
-                from .autograd.forward import dual_level, make_dual, unpack_dual
                 tangent = np.zeros(x.size)
                 tangent[j] = 1
                 with dual_level():
@@ -306,8 +306,3 @@ def gradgradcheck(fn: Callable, inputs: Any, grad_outputs: Any = None, eps: floa
 
     return gradcheck(first_order, xs, eps=eps, atol=atol, rtol=rtol,
                      raise_exception=raise_exception, locate=False)
-
-
-from .autograd import engine as _engine  # noqa: E402
-from .ops._registry import apply  # noqa: E402
-from .tensor import Tensor  # noqa: E402

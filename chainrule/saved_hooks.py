@@ -10,7 +10,7 @@ from typing import Any, Callable
 
 from . import _dtypes
 from ._backend import np
-from .grad_mode import STATE, refresh_rare
+from .grad_mode import add_to, remove_from
 from .tensor import Tensor
 
 
@@ -35,17 +35,11 @@ class saved_tensors_hooks:
         self.pair = (pack_hook, unpack_hook)
 
     def __enter__(self) -> saved_tensors_hooks:
-        STATE.hooks.append(self.pair)
-        refresh_rare()
+        add_to("hooks", self.pair)
         return self
 
     def __exit__(self, *exc: object) -> None:
-        hooks = STATE.hooks
-        for i in range(len(hooks) - 1, -1, -1):
-            if hooks[i] is self.pair:
-                del hooks[i]
-                refresh_rare()
-                break
+        remove_from("hooks", self.pair)
 
 
 def save_as(dtype: Any) -> saved_tensors_hooks:

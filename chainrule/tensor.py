@@ -91,14 +91,6 @@ class Tensor:
         return self.data.nbytes
 
     @property
-    def T(self) -> Tensor:
-        return _ops.transpose(self)
-
-    @property
-    def mT(self) -> Tensor:
-        return _ops.swapaxes(self, -1, -2)
-
-    @property
     def retains_grad(self) -> bool:
         return self._retains
 
@@ -172,54 +164,6 @@ class Tensor:
         self._requires_grad = False
         return self
 
-    def _edge(self) -> tuple:
-        """The (node, output index) that receives this tensor's gradient."""
-        if self.grad_fn is not None:
-            return (self.grad_fn, self._nr)
-        edge = self._leaf_edge
-        if edge is None:
-            edge = self._leaf_edge = (_graph.AccumulateGrad(self), 0)
-        return edge
-
-    def retain_grad(self) -> None:
-        """Keep ``.grad`` on a non-leaf tensor after backward (leaves always keep it)."""
-        if self.grad_fn is None:
-            if not self._requires_grad:
-                raise GraphError("retain_grad() on a tensor that does not require grad")
-            return
-        if self._retains:
-            return
-        self._retains = True
-        _graph.add_retain_hook(self)
-
-    def register_hook(self, fn: Callable[[Tensor], Tensor | None]) -> Callable[[], None]:
-        """Call ``fn(grad)`` when this tensor's gradient is computed; a returned tensor replaces it.
-
-        Returns a function that removes the hook.
-
-        >>> import chainrule as cr
-        >>> x = cr.tensor([1.0, 2.0], requires_grad=True)
-        >>> _ = x.register_hook(lambda g: g * 10)
-        >>> x.sum().backward(); x.grad
-        tensor([10., 10.])
-        """
-        if not self._requires_grad:
-            raise GraphError("register_hook: cannot register a hook on a tensor that does not require grad")
-        node, nr = self._edge()
-        return node.add_pre_hook(nr, fn)
-
-    def backward(self, gradient: Any = None, retain_graph: bool | None = None,
-                 create_graph: bool = False, inputs: Any = None) -> None:
-        """Accumulate d(self)/d(leaf) into every leaf's ``.grad`` (reverse mode).
-
-        >>> import chainrule as cr
-        >>> x = cr.tensor(3.0, requires_grad=True)
-        >>> (x ** 2).backward(); x.grad
-        tensor(6.)
-        """
-        _engine.backward([self], None if gradient is None else [gradient], retain_graph,
-                         create_graph, inputs)
-
     # ----- in place -----
     def _bump(self) -> None:
         self._version += 1
@@ -249,73 +193,14 @@ class Tensor:
         self._tangents = new._tangents
         return self
 
-    def __iadd__(self, other: Any) -> Tensor:
-        return self._assign(_ops.add(self, other), "+=")
-
-    def __isub__(self, other: Any) -> Tensor:
-        return self._assign(_ops.subtract(self, other), "-=")
-
-    def __imul__(self, other: Any) -> Tensor:
-        return self._assign(_ops.multiply(self, other), "*=")
-
-    def __itruediv__(self, other: Any) -> Tensor:
-        return self._assign(_ops.divide(self, other), "/=")
-
-    def __imod__(self, other: Any) -> Tensor:
-        return self._assign(_ops.mod(self, other), "%=")
-
-    def __ifloordiv__(self, other: Any) -> Tensor:
-        return self._assign(_ops.floor_divide(self, other), "//=")
-
-    def __setitem__(self, index: Any, value: Any) -> None:
-        self._assign(_ops.index_put(self, index, value), "__setitem__")
-
     def zero_(self) -> Tensor:
         """Fill with zeros in place (not recorded)."""
         self.data[...] = 0
         self._version += 1
         return self
 
-    # ----- operators: the reflected ones here; the others bind straight to ops (bottom) -----
-    def __radd__(self, other: Any) -> Tensor:
-        return _ops.add(other, self)
-
-    def __rsub__(self, other: Any) -> Tensor:
-        return _ops.subtract(other, self)
-
-    def __rmul__(self, other: Any) -> Tensor:
-        return _ops.multiply(other, self)
-
-    def __rtruediv__(self, other: Any) -> Tensor:
-        return _ops.divide(other, self)
-
-    def __rmod__(self, other: Any) -> Tensor:
-        return _ops.mod(other, self)
-
-    def __rfloordiv__(self, other: Any) -> Tensor:
-        return _ops.floor_divide(other, self)
-
-    def __divmod__(self, other: Any) -> tuple:
-        return _ops.divmod(self, other)
-
-    def __rdivmod__(self, other: Any) -> tuple:
-        return _ops.divmod(other, self)
-
-    def __rpow__(self, other: Any) -> Tensor:
-        return _ops.power(other, self)
-
-    def __rmatmul__(self, other: Any) -> Tensor:
-        return _ops.matmul(other, self)
-
     def __pos__(self) -> Tensor:
         return self
-
-    def __array_ufunc__(self, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
-        return _ops.dispatch_ufunc(ufunc, method, inputs, kwargs)
-
-    def __array_function__(self, func: Any, types: Any, args: Any, kwargs: Any) -> Any:
-        return _ops.dispatch_function(func, args, kwargs)
-
 
 def wrap(data: Any) -> Tensor:
     """Wrap an op's raw result as a new tensor without copying (the hot path)."""
@@ -351,56 +236,3 @@ def tensor(data: Any, dtype: Any = None, requires_grad: bool = False) -> Tensor:
     if requires_grad:
         out.requires_grad = True
     return out
-
-
-def as_tensor(data: Any, dtype: Any = None) -> Tensor:
-    """Return ``data`` as a Tensor, sharing memory where possible (no copy for Tensors/ndarrays)."""
-    if isinstance(data, Tensor) and (dtype is None or data.dtype == dtype):
-        return data
-    if isinstance(data, Tensor):
-        return _ops.astype(data, dtype)
-    if isinstance(data, ndarray) and (dtype is None or data.dtype == dtype):
-        return Tensor(data)
-    return tensor(data, dtype=dtype)
-
-
-from . import ops as _ops  # noqa: E402  (ops import Tensor; bound late to break the cycle)
-from .autograd import engine as _engine  # noqa: E402
-from .autograd import graph as _graph  # noqa: E402
-
-_METHODS = ("sum", "mean", "prod", "max", "min", "amax", "amin", "var", "std", "cumsum", "cumprod",
-            "argmax", "argmin", "argsort", "logsumexp", "exp", "log", "tanh", "sigmoid", "relu",
-            "sqrt", "abs", "clip", "swapaxes", "moveaxis", "squeeze", "expand_dims", "ravel",
-            "flatten", "flip", "roll", "repeat", "take", "dot", "matmul", "astype", "softmax",
-            "log_softmax", "sin", "cos", "norm", "round", "floor", "ceil", "sign", "square", "trace",
-            "diagonal", "broadcast_to", "tile", "sort", "exp2", "log1p", "expm1", "reciprocal", "copy")
-for _name in _METHODS:
-    setattr(Tensor, _name, getattr(_ops, _name))
-
-
-def _reshape(self: Tensor, *shape: Any) -> Tensor:
-    """Reshape; accepts ``t.reshape(2, 3)`` and ``t.reshape((2, 3))``."""
-    return _ops.reshape(self, shape[0] if len(shape) == 1 else shape)
-
-
-def _transpose(self: Tensor, *axes: Any) -> Tensor:
-    """Permute axes as ``ndarray.transpose`` (reverse when none are given)."""
-    if len(axes) == 1 and not isinstance(axes[0], int):
-        axes = tuple(axes[0])
-    return _ops.transpose(self, axes or None)
-
-
-Tensor.reshape = Tensor.view = _reshape  # type: ignore[attr-defined]
-Tensor.transpose = _transpose  # type: ignore[attr-defined]
-Tensor.permute = _transpose  # type: ignore[attr-defined]
-Tensor.clone = Tensor.copy  # type: ignore[attr-defined]
-
-# Operators whose operand order matches the op bind straight to it: one Python call fewer per op.
-for _dunder, _op in (("__add__", "add"), ("__sub__", "subtract"), ("__mul__", "multiply"),
-                     ("__truediv__", "divide"), ("__floordiv__", "floor_divide"), ("__mod__", "mod"),
-                     ("__pow__", "power"), ("__matmul__", "matmul"),
-                     ("__neg__", "negative"), ("__abs__", "abs"), ("__getitem__", "getitem"),
-                     ("__lt__", "less"), ("__le__", "less_equal"), ("__gt__", "greater"),
-                     ("__ge__", "greater_equal"), ("__eq__", "equal"), ("__ne__", "not_equal"),
-                     ("__invert__", "logical_not"), ("__and__", "logical_and"), ("__or__", "logical_or")):
-    setattr(Tensor, _dunder, getattr(_ops, _op))

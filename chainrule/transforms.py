@@ -24,6 +24,7 @@ from . import ops as _ops
 from ._backend import np
 from .autograd import engine
 from .autograd.forward import dual_level, make_dual, unpack_dual
+from .autograd.graph import walk
 from .errors import DTypeError, ShapeError
 from .grad_mode import STATE, enable_grad, no_grad
 from .ops import alias as _alias
@@ -207,17 +208,9 @@ class _Pullback:
 
     def _reaches_outside(self) -> bool:
         """Does the outputs' graph reach a leaf that requires grad other than our inputs?"""
-        seen = {x._edge()[0] for x in self.inputs}
-        stack = [o._edge()[0] for o in self.outs if isinstance(o, Tensor) and o.requires_grad]
-        while stack:
-            node = stack.pop()
-            if node in seen:
-                continue
-            seen.add(node)
-            if not node.edges:
-                return True
-            stack.extend(e[0] for e in node.edges if e is not None)
-        return False
+        inputs = {x._edge()[0] for x in self.inputs}
+        outs = [o._edge()[0] for o in self.outs if isinstance(o, Tensor) and o.requires_grad]
+        return any(node.is_accumulator for node in walk(outs, stop=inputs))
 
     def pull(self, cots: list) -> list:
         """Cotangents of the inputs (a list) for ``cots`` (one per output; None for zero)."""

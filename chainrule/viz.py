@@ -6,7 +6,7 @@ import shutil
 import subprocess
 from typing import Any
 
-from .autograd.graph import _FREED, Packed
+from .autograd.graph import _FREED, Packed, walk
 from .tensor import Tensor
 
 
@@ -48,16 +48,7 @@ def _shape(metas: tuple) -> str:
 
 def nodes(t: Tensor) -> list:
     """Every graph node reachable from ``t.grad_fn`` (ops and leaves), each once, outputs first."""
-    seen: set[int] = set()
-    stack, order = ([t.grad_fn] if t.grad_fn is not None else []), []
-    while stack:
-        node = stack.pop()
-        if id(node) in seen:
-            continue
-        seen.add(id(node))
-        order.append(node)
-        stack.extend(e[0] for e in getattr(node, "edges", ()) if e is not None)
-    return order
+    return walk([t.grad_fn])[::-1]
 
 
 def to_dot(t: Tensor, params: dict | None = None, title: str | None = None) -> str:
@@ -88,7 +79,7 @@ def to_dot(t: Tensor, params: dict | None = None, title: str | None = None) -> s
     for node in order:
         nid = ids[id(node)]
         label = _quote(_label(node, names))
-        if getattr(node, "is_accumulator", False):
+        if node.is_accumulator:
             lines.append(f'  {nid} [label={label}, shape=ellipse, style=filled, fillcolor="#cfe2ff"];')
             continue
         lines.append(f"  {nid} [label={label}, shape=box];")
@@ -101,7 +92,7 @@ def to_dot(t: Tensor, params: dict | None = None, title: str | None = None) -> s
 
 
 def _label(node: Any, names: dict) -> str:
-    if getattr(node, "is_accumulator", False):
+    if node.is_accumulator:
         var = node.variable()
         return f"{names.get(id(var), 'leaf') if var is not None else 'leaf'}\n{_shape(node.metas)}"
     saved = saved_bytes(node)
@@ -141,7 +132,7 @@ def _draw_matplotlib(t: Tensor, path: str, params: dict | None, title: str | Non
                 x0, y0 = pos[id(e[0])]
                 ax.annotate("", xy=(x1, y1 - 0.25), xytext=(x0, y0 + 0.25),
                             arrowprops=dict(arrowstyle="->", color="0.4"))
-        leaf = getattr(node, "is_accumulator", False)
+        leaf = node.is_accumulator
         ax.text(x1, y1, _label(node, names), ha="center", va="center", fontsize=7,
                 bbox=dict(boxstyle="round" if leaf else "square", fc="#cfe2ff" if leaf else "white",
                           ec="0.3"))

@@ -3,14 +3,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..tensor import Tensor
+from .engine import backward as _backward
 from .engine import grad
 
 
 def backward(tensors: Any, grad_tensors: Any = None, retain_graph: bool | None = None,
              create_graph: bool = False, inputs: Any = None) -> None:
     """Accumulate gradients of ``tensors`` into the leaves' ``.grad`` (``Tensor.backward`` for many)."""
-    from ..tensor import Tensor
-    from .engine import backward as _backward
     tensors = [tensors] if isinstance(tensors, Tensor) else list(tensors)
     if grad_tensors is not None and isinstance(grad_tensors, Tensor):
         grad_tensors = [grad_tensors]

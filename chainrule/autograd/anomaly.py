@@ -18,7 +18,7 @@ from typing import Any
 
 from .._backend import np
 from ..errors import GraphError
-from ..grad_mode import STATE, refresh_rare
+from ..grad_mode import STATE, add_to, remove_from
 from .graph import Packed
 
 
@@ -26,26 +26,19 @@ class AnomalyError(GraphError):
     """A backward rule produced NaN or inf under ``detect_anomaly``."""
 
 
-class _SafeZero:
-    on = True
-
-
-SAFE_ZERO = _SafeZero()
-
-
 def set_safe_zero_cotangents(flag: bool) -> bool:
     """Keep an exactly-zero cotangent zero through rules with an inf/NaN local derivative.
 
     On by default: ``where(x > 0, sqrt(x), 0.)`` then has gradient 0 (not NaN) at x <= 0. Pass
-    False for PyTorch's/JAX's 0 * inf = NaN. Returns the previous setting.
+    False for PyTorch's/JAX's 0 * inf = NaN. Returns the previous setting. Per thread, as grad mode.
 
     >>> import chainrule as cr
     >>> x = cr.tensor([-1.0, 4.0], requires_grad=True)
     >>> cr.where(x > 0, cr.sqrt(x), 0.0).sum().backward(); x.grad
     tensor([0.  , 0.25])
     """
-    prev = SAFE_ZERO.on
-    SAFE_ZERO.on = bool(flag)
+    prev = STATE.safe_zero
+    STATE.safe_zero = bool(flag)
     return prev
 
 
@@ -74,9 +67,6 @@ class _FPWatch:
         pass
 
 
-_WATCHES: list = []
-
-
 class detect_anomaly:
     """Context manager: record where each op was created and check every backward result.
 
@@ -95,37 +85,35 @@ class detect_anomaly:
 
     def __enter__(self) -> detect_anomaly:
         self.prev = STATE.anomaly
-        STATE.anomaly = self.check_nan
-        refresh_rare()
         self.watch = _FPWatch()
         self.errstate = np.errstate(call=self.watch.on_fp_error, divide="call", invalid="call",
                                     over="call")
         self.errstate.__enter__()
-        STATE.observers.append(self.watch)
-        refresh_rare()
-        _WATCHES.append(self.watch)
+        add_to("observers", self.watch)
+        # apply and the engine reach this object through the thread state (remember, check)
+        STATE.anomaly = self if self.check_nan else None
         return self
 
     def __exit__(self, *exc: object) -> None:
-        STATE.observers.remove(self.watch)
+        remove_from("observers", self.watch)
         self.watch.last_out = None
-        refresh_rare()
-        _WATCHES.remove(self.watch)
         self.errstate.__exit__(*exc)
         STATE.anomaly = self.prev
-        refresh_rare()
+
+    def remember(self, node: Any) -> None:
+        remember_creation(node, self.watch)
+
+    def check(self, node: Any, grads: list) -> None:
+        check_backward(node, grads, self.watch)
 
 
-def remember_creation(node: Any) -> None:
+def remember_creation(node: Any, watch: _FPWatch) -> None:
     """Store the user's call site of the op that created ``node`` (only under detect_anomaly)."""
     stack = traceback.extract_stack()[:-3]
     user = [f for f in stack if "/chainrule/" not in f.filename.replace("\\", "/")] or stack
     if node.extra is None:
         node.extra = {}
     node.extra["trace"] = user
-    if not _WATCHES:
-        return
-    watch = _WATCHES[-1]
     if watch.last is not None:
         node.extra["fp"] = watch.last
     # whether the result held NaN/inf: lets the origin search skip finite values (a NaN masked by
@@ -242,7 +230,7 @@ def _known(x: Any) -> Any:
 
 
 def _hint() -> str:
-    if SAFE_ZERO.on:
+    if STATE.safe_zero:
         return ""
     return ("\nIf it comes from an untaken branch (where(x > 0, sqrt(x), 0.)), use the safe "
             "pattern sqrt(where(x > 0, x, 1.)) or cr.set_safe_zero_cotangents(True).")
@@ -252,10 +240,9 @@ def _kind_word(kind: str) -> str:
     return "nan" if "invalid" in kind else "inf"
 
 
-def check_backward(node: Any, grads: list) -> None:
+def check_backward(node: Any, grads: list, watch: _FPWatch) -> None:
     """Raise AnomalyError if ``node``'s rule returned NaN/inf (called in anomaly mode)."""
-    watch = _WATCHES[-1] if _WATCHES else None
-    in_rule = watch.in_rule if watch is not None else []
+    in_rule = watch.in_rule
     try:
         for i, g in enumerate(grads):
             if g is None or _finite(g):

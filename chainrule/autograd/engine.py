@@ -9,6 +9,11 @@ from .._backend import np
 from .._dtypes import is_floating as _is_float
 from ..errors import DTypeError, GraphError, ShapeError
 from ..grad_mode import STATE
+from ..ops.reduction import sum_to
+from .graph import walk
+from ..ops import astype as _astype
+from ..tensor import Tensor as _Tensor
+from ..tensor import wrap as _wrap
 
 
 def backward(outputs: Sequence[Any], grad_outputs: Sequence[Any] | None, retain_graph: bool | None,
@@ -158,7 +163,7 @@ def run(roots: list, retain_graph: bool, create_graph: bool, targets: dict | Non
                 for nr in range(len(node.metas)):
                     if (node, nr) in targets:
                         captured[(node, nr)] = g[nr] if type(g) is list else g
-            if not node.edges:                       # a leaf's AccumulateGrad
+            if not node.edges:                       # a leaf's AccumulateGrad (the fast test)
                 if accumulate:
                     node.accumulate(g, create_graph, stored)
                 continue
@@ -167,7 +172,7 @@ def run(roots: list, retain_graph: bool, create_graph: bool, targets: dict | Non
                 continue
             grads = node.vjp(g, tensor_mode)
             if anomaly:
-                _anomaly.check_backward(node, grads)
+                anomaly.check(node, grads)
             for edge, gi in zip(node.edges, grads):
                 if edge is None or gi is None:
                     continue
@@ -222,13 +227,13 @@ def _fit(g: Any, edge: tuple, consumer: Any, tensor_mode: bool) -> Any:
     gshape = g.shape
     if gshape != shape:
         try:
-            g = _shapes.sum_to(g, shape)
+            g = sum_to(g, shape)
         except ValueError:
             raise ShapeError(f"{consumer.name} returned a gradient of shape {tuple(gshape)} for an "
                              f"input of shape {shape}; a gradient must have the input's shape (or "
                              f"broadcast to it)") from None
     if g.dtype != dtype:
-        g = _ops.astype(g, dtype)
+        g = _astype(g, dtype)
     return g
 
 
@@ -271,23 +276,7 @@ def _needed(roots: list, targets: dict) -> set:
     """Nodes on some path from the roots to a target (the others need not run)."""
     target_nodes = {edge[0] for edge in targets}
     needed: set = set()
-    order, seen = [], set()                   # post-order of the reachable subgraph, iteratively
-    for (start, _), _g in roots:
-        if start in seen:
-            continue
-        stack = [(start, iter(start.edges))]
-        seen.add(start)
-        while stack:
-            node, it = stack[-1]
-            for edge in it:
-                if edge is not None and edge[0] not in seen:
-                    seen.add(edge[0])
-                    stack.append((edge[0], iter(edge[0].edges)))
-                    break
-            else:
-                stack.pop()
-                order.append(node)
-    for node in order:
+    for node in walk(start for (start, _), _g in roots):   # inputs first: one pass decides all
         if node in target_nodes or any(e is not None and e[0] in needed for e in node.edges):
             needed.add(node)
     return needed
@@ -297,8 +286,16 @@ def _upstream_target(node: Any, needed: set) -> bool:
     return any(e is not None and e[0] in needed for e in node.edges)
 
 
-from .. import ops as _ops  # noqa: E402
-from ..ops import _shapes  # noqa: E402
-from ..tensor import Tensor as _Tensor  # noqa: E402
-from ..tensor import wrap as _wrap  # noqa: E402
-from . import anomaly as _anomaly  # noqa: E402
+def _tensor_backward(self: _Tensor, gradient: Any = None, retain_graph: bool | None = None,
+                     create_graph: bool = False, inputs: Any = None) -> None:
+    """Accumulate d(self)/d(leaf) into every leaf's ``.grad`` (reverse mode).
+
+    >>> import chainrule as cr
+    >>> x = cr.tensor(3.0, requires_grad=True)
+    >>> (x ** 2).backward(); x.grad
+    tensor(6.)
+    """
+    backward([self], None if gradient is None else [gradient], retain_graph, create_graph, inputs)
+
+
+_Tensor.backward = _tensor_backward      # attached here: tensor.py holds data and metadata only

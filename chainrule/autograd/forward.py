@@ -13,7 +13,9 @@ from typing import Any
 from .._backend import ndarray
 from .._dtypes import is_floating
 from ..errors import DTypeError, ShapeError
-from ..grad_mode import STATE, refresh_rare
+from ..grad_mode import STATE, add_to, remove_from
+from .. import ops as _ops
+from ..tensor import Tensor, wrap
 
 _level_ids = itertools.count(1)
 
@@ -127,13 +129,12 @@ class dual_level:
 
     def __enter__(self) -> int:
         self.level = next(_level_ids)
-        STATE.fw_levels.append(self.level)
-        refresh_rare()
+        STATE.fw_push = push_tangents        # apply reaches forward mode through the thread state
+        add_to("fw_levels", self.level)
         return self.level
 
     def __exit__(self, *exc: object) -> None:
-        STATE.fw_levels.remove(self.level)
-        refresh_rare()
+        remove_from("fw_levels", self.level)
 
 
 def _current_level(level: int | None) -> int:
@@ -205,7 +206,3 @@ def unpack_dual(tensor: Any, level: int | None = None) -> UnpackedDual:
     rest = {k: v for k, v in tensor._tangents.items() if k != level}
     primal._tangents = rest or None
     return UnpackedDual((primal, tangent))
-
-
-from .. import ops as _ops  # noqa: E402
-from ..tensor import Tensor, wrap  # noqa: E402

@@ -6,7 +6,10 @@ from typing import Any
 from .._backend import np
 from ..errors import GraphError
 from ..grad_mode import STATE, no_grad
-from .graph import _FREED, _SEQUENCE, Packed
+from .graph import _FREED, _SEQUENCE, GraphNode, Packed
+from ..ops import zeros_like
+from ..tensor import Tensor, wrap
+from .forward import fit_tangent
 
 
 class FunctionCtx:
@@ -51,34 +54,20 @@ class FunctionCtx:
         self.non_differentiable.update(id(t) for t in tensors)
 
 
-class FunctionNode:
+class FunctionNode(GraphNode):
     """The ``grad_fn`` of the outputs of a ``Function.apply`` call."""
 
-    __slots__ = ("fn_cls", "ctx", "edges", "metas", "pre_hooks", "extra", "arg_is_tensor", "seq",
-                 "__weakref__")
+    __slots__ = ("fn_cls", "ctx", "edges", "metas", "pre_hooks", "extra", "seq", "__weakref__")
 
-    def __init__(self, fn_cls: type, ctx: FunctionCtx, edges: tuple, metas: tuple,
-                 arg_is_tensor: tuple) -> None:
+    def __init__(self, fn_cls: type, ctx: FunctionCtx, edges: tuple, metas: tuple) -> None:
         self.seq = next(_SEQUENCE)
         self.fn_cls, self.ctx, self.edges, self.metas = fn_cls, ctx, edges, metas
-        self.arg_is_tensor = arg_is_tensor
         self.pre_hooks = None
         self.extra = None
 
     @property
     def name(self) -> str:
         return f"{self.fn_cls.__name__}Backward"
-
-    @property
-    def next_functions(self) -> tuple:
-        return tuple(e if e is not None else (None, 0) for e in self.edges)
-
-    def __repr__(self) -> str:
-        return f"<{self.name}>"
-
-    from .graph import Node as _Node
-    add_pre_hook = _Node.add_pre_hook
-    del _Node
 
     def vjp(self, g: Any, tensor_mode: bool) -> list:
         gs = g if type(g) is list else [g]
@@ -160,7 +149,7 @@ class Function:
             edges = tuple(a._edge() if isinstance(a, Tensor) and a.requires_grad else None for a in args)
             metas = tuple((r.shape, r.dtype) if isinstance(r, Tensor) else ((), np.dtype(np.float64))
                           for r in results)
-            node = FunctionNode(cls, ctx, edges, metas, tuple(isinstance(a, Tensor) for a in args))
+            node = FunctionNode(cls, ctx, edges, metas)
             for nr, (r, o) in enumerate(zip(results, outs)):
                 if isinstance(r, Tensor) and id(o) not in ctx.non_differentiable \
                         and r.dtype.kind in "fcV":
@@ -198,7 +187,3 @@ def _function_jvp(cls: type, ctx: FunctionCtx, args: tuple, results: list) -> No
 
 
 Function.jvp = None  # type: ignore[attr-defined]  # optional: define a static jvp(ctx, *tangents)
-
-from ..ops import zeros_like  # noqa: E402
-from ..tensor import Tensor, wrap  # noqa: E402
-from .forward import fit_tangent  # noqa: E402

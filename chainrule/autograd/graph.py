@@ -12,12 +12,69 @@ from typing import Any, Callable
 from .._backend import ndarray, np
 from ..errors import GraphError
 from ..grad_mode import STATE
+from ..tensor import Tensor as _Tensor
+from ..tensor import wrap as _wrap
 
 _FREED = object()
 _SEQUENCE = itertools.count()   # creation order: the engine runs nodes from the newest back
 
 
-class Node:
+class GraphNode:
+    """What every node offers the engine, hooks and graph walks: ``edges`` (one ``(node, output
+    index)`` or None per input), ``metas`` (shape, dtype per output), ``seq`` (creation order),
+    ``pre_hooks``, ``vjp(g, tensor_mode)`` and ``release()``. Op nodes, leaf accumulators and
+    custom-Function nodes are its three kinds; ``is_accumulator`` tells a leaf's node."""
+
+    __slots__ = ()
+    is_accumulator = False
+    name = "GraphNode"
+
+    @property
+    def next_functions(self) -> tuple:
+        return tuple(e if e is not None else (None, 0) for e in self.edges)
+
+    def __repr__(self) -> str:
+        return f"<{self.name}>"
+
+    def add_pre_hook(self, nr: int, fn: Callable) -> Callable[[], None]:
+        """Run ``fn(grad)`` on output ``nr``'s gradient before this node uses it; returns a remover."""
+        if self.pre_hooks is None:
+            self.pre_hooks = {}
+        hooks = self.pre_hooks.setdefault(nr, [])
+        if hooks and getattr(hooks[-1], "retains_grad", False):
+            hooks.insert(len(hooks) - 1, fn)    # retain_grad sees the gradient after every hook
+        else:
+            hooks.append(fn)
+        return lambda: hooks.remove(fn) if fn in hooks else None
+
+    def release(self) -> None:
+        """Free what the node saved for backward (nothing by default)."""
+
+
+def walk(starts: Any, stop: Any = ()) -> list:
+    """Every node reachable from the nodes ``starts`` (not entering those in ``stop``), each once,
+    inputs before their consumers (post-order). Iterative: graphs can be 100,000 nodes deep."""
+    order: list = []
+    seen = set(stop)
+    for start in starts:
+        if start is None or start in seen:
+            continue
+        seen.add(start)
+        stack = [(start, iter(start.edges))]
+        while stack:
+            node, it = stack[-1]
+            for edge in it:
+                if edge is not None and edge[0] not in seen:
+                    seen.add(edge[0])
+                    stack.append((edge[0], iter(edge[0].edges)))
+                    break
+            else:
+                stack.pop()
+                order.append(node)
+    return order
+
+
+class Node(GraphNode):
     """The ``grad_fn`` of a tensor produced by a primitive."""
 
     __slots__ = ("seq", "prim", "params", "edges", "saved", "out_data", "metas",
@@ -71,24 +128,6 @@ class Node:
     @property
     def name(self) -> str:
         return self.prim.name.title().replace("_", "") + "Backward"
-
-    @property
-    def next_functions(self) -> tuple:
-        return tuple(e if e is not None else (None, 0) for e in self.edges)
-
-    def __repr__(self) -> str:
-        return f"<{self.name}>"
-
-    # ----- hooks -----
-    def add_pre_hook(self, nr: int, fn: Callable) -> Callable[[], None]:
-        if self.pre_hooks is None:
-            self.pre_hooks = {}
-        hooks = self.pre_hooks.setdefault(nr, [])
-        if hooks and getattr(hooks[-1], "retains_grad", False):
-            hooks.insert(len(hooks) - 1, fn)    # retain_grad sees the gradient after every hook
-        else:
-            hooks.append(fn)
-        return lambda: hooks.remove(fn) if fn in hooks else None
 
     # ----- saved values -----
     def unpack(self, tensor_mode: bool) -> tuple[tuple, Any]:
@@ -182,12 +221,11 @@ class Node:
         return grads
 
 
-class AccumulateGrad:
+class AccumulateGrad(GraphNode):
     """The node of a leaf tensor: adds the incoming gradient to ``tensor.grad``."""
 
     __slots__ = ("variable", "metas", "pre_hooks", "edges", "extra", "seq", "__weakref__")
     name = "AccumulateGrad"
-    next_functions = ()
     is_accumulator = True
 
     def __init__(self, t: Any) -> None:
@@ -197,11 +235,6 @@ class AccumulateGrad:
         self.pre_hooks = None
         self.edges = ()
         self.extra = None
-
-    add_pre_hook = Node.add_pre_hook
-
-    def __repr__(self) -> str:
-        return "<AccumulateGrad>"
 
     def accumulate(self, g: Any, create_graph: bool, stored: set) -> None:
         t = self.variable()
@@ -223,9 +256,6 @@ class AccumulateGrad:
 
     def vjp(self, g: Any, tensor_mode: bool) -> list:
         return []
-
-    def release(self) -> None:
-        pass
 
 
 class Packed:
@@ -289,5 +319,47 @@ def add_retain_hook(t: Any) -> None:
     t.grad_fn.add_pre_hook(t._nr, retain)
 
 
-from ..tensor import Tensor as _Tensor  # noqa: E402
-from ..tensor import wrap as _wrap  # noqa: E402
+
+# ----- the graph side of Tensor, attached here: tensor.py holds data and metadata only -----
+def _edge(self: _Tensor) -> tuple:
+    """The (node, output index) that receives this tensor's gradient."""
+    if self.grad_fn is not None:
+        return (self.grad_fn, self._nr)
+    edge = self._leaf_edge
+    if edge is None:
+        edge = self._leaf_edge = (AccumulateGrad(self), 0)
+    return edge
+
+
+def retain_grad(self: _Tensor) -> None:
+    """Keep ``.grad`` on a non-leaf tensor after backward (leaves always keep it)."""
+    if self.grad_fn is None:
+        if not self._requires_grad:
+            raise GraphError("retain_grad() on a tensor that does not require grad")
+        return
+    if self._retains:
+        return
+    self._retains = True
+    add_retain_hook(self)
+
+
+def register_hook(self: _Tensor, fn: Callable[[_Tensor], _Tensor | None]) -> Callable[[], None]:
+    """Call ``fn(grad)`` when this tensor's gradient is computed; a returned tensor replaces it.
+
+    Returns a function that removes the hook.
+
+    >>> import chainrule as cr
+    >>> x = cr.tensor([1.0, 2.0], requires_grad=True)
+    >>> _ = x.register_hook(lambda g: g * 10)
+    >>> x.sum().backward(); x.grad
+    tensor([10., 10.])
+    """
+    if not self._requires_grad:
+        raise GraphError("register_hook: cannot register a hook on a tensor that does not require grad")
+    node, nr = self._edge()
+    return node.add_pre_hook(nr, fn)
+
+
+_Tensor._edge = _edge
+_Tensor.retain_grad = retain_grad
+_Tensor.register_hook = register_hook

@@ -5,9 +5,11 @@ import types
 from typing import Any
 
 from .._backend import np
+from ..tensor import Tensor
+from . import _methods
 from ._registry import PRIMITIVES, Primitive, apply, defprim, linear_jvps, raw, unary
 from .elementwise import (abs, absolute, add, alias, arccos, arccosh, arcsin, arcsinh, arctan,
-                          arctan2, arctanh, around, astype, cbrt, ceil, clip, copy, cos, cosh, divide,
+                          arctan2, arctanh, around, as_tensor, astype, cbrt, ceil, clip, copy, cos, cosh, divide,
                           divmod, equal, erf, exp, exp2, expm1, floor, floor_divide, fmax, fmin, gelu, greater,
                           greater_equal, hypot, isfinite, isinf, isnan, less, less_equal, log,
                           log1p, log2, log10, logaddexp, logical_and, logical_not, logical_or,
@@ -19,11 +21,11 @@ from .linalg import (cholesky, det, dot, einsum, inner, inv, linear, matmul, nor
                      tensordot, vdot)
 from .nn import log_softmax, softmax, softmax_cross_entropy
 from .reduction import (amax, amin, argmax, argmin, argsort, average, cumprod, cumsum, logsumexp,
-                        max, mean, min, prod, std, sum, var)
+                        max, mean, min, prod, sort, std, sum, trace, var)
 from .shape import (array_split, atleast_1d, atleast_2d, broadcast_to, concatenate, diagonal,
                     expand_dims, flatten, flip, getitem, hstack, index_put, moveaxis, pad,
-                    permute_dims, ravel, repeat, reshape, roll, scatter_add, sort, split, squeeze,
-                    stack, swapaxes, take, take_along_axis, tile, trace, transpose, tril, triu,
+                    permute_dims, ravel, repeat, reshape, roll, scatter_add, split, squeeze,
+                    stack, swapaxes, take, take_along_axis, tile, transpose, tril, triu,
                     vstack)
 
 linalg = types.SimpleNamespace(inv=inv, solve=solve, det=det, slogdet=slogdet, cholesky=cholesky,
@@ -131,7 +133,7 @@ def _fallback(name: str, call: Any, args: tuple) -> Any:
     return call(*unwrap(args))
 
 
-from ..tensor import Tensor  # noqa: E402
+_methods.attach(dispatch_ufunc, dispatch_function)
 
 __all__ = [name for name in dir() if not name.startswith("_") and name not in
            ("annotations", "types", "Any", "np", "Tensor")]

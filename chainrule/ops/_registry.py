@@ -21,8 +21,10 @@ from typing import Any, Callable, Sequence
 
 from .._backend import ndarray, np
 from .._dtypes import LOW_PRECISION, get_default_dtype, is_floating
+from ..autograd.graph import Node
 from ..errors import DTypeError, ShapeError, describe
 from ..grad_mode import STATE
+from ..tensor import Tensor, _new
 
 VjpRule = Callable[..., Any]
 JvpRule = Callable[..., Any]
@@ -166,14 +168,14 @@ def apply(prim: Primitive, xs: tuple, params: dict | None = None) -> Any:
         node = Node(prim, params or _NO_PARAMS, tuple(edges), xs, out,
                     prim.save_idx if prim.keep is None else prim.keep[bits], rare)
         if rare and st["anomaly"]:
-            remember_creation(node)
+            st["anomaly"].remember(node)
         out.grad_fn = node
         out._requires_grad = True
     else:
         out.grad_fn = None
         out._requires_grad = False
     if rare and st["fw_levels"] and prim.jvps is not None:
-        push_tangents(prim, xs, params or _NO_PARAMS, out)
+        st["fw_push"](prim, xs, params or _NO_PARAMS, out)
     return out
 
 
@@ -236,8 +238,3 @@ def forward_error(prim: Primitive, xs: tuple, e: Exception) -> Exception:
     cls = ShapeError if isinstance(e, ValueError) else IndexError if isinstance(e, IndexError) else DTypeError
     return cls(f"{prim.name}: cannot apply to inputs {describe(xs)}: {e}.{hint}")
 
-
-from ..autograd.anomaly import remember_creation  # noqa: E402
-from ..autograd.forward import push_tangents  # noqa: E402
-from ..autograd.graph import Node  # noqa: E402
-from ..tensor import Tensor, _new  # noqa: E402

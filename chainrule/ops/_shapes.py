@@ -1,11 +1,10 @@
-"""Shape helpers shared by every rule: undo broadcasting, expand a reduced gradient, normalise axes."""
+"""Shape arithmetic shared by the ops (no ops here): normalise axes, reduced and broadcast shapes."""
 from __future__ import annotations
 
 from operator import index
 from typing import Any
 
-from .._backend import ndarray, np
-from .._dtypes import LOW_PRECISION
+from .._backend import np
 from ..errors import ShapeError
 
 
@@ -49,49 +48,6 @@ def reduced_shape(shape: tuple[int, ...], axis: tuple[int, ...] | None) -> tuple
     return tuple(1 if i in axis else n for i, n in enumerate(shape))
 
 
-def expand_reduced(g: Any, shape: tuple[int, ...], axis: tuple[int, ...] | None,
-                   keepdims: bool) -> Any:
-    """Broadcast the gradient of a reduction back to the input's ``shape``."""
-    if type(g) is ndarray:              # a plain backward: two C calls, no op dispatch
-        return np.broadcast_to(g if keepdims else g.reshape(reduced_shape(shape, axis)), shape)
-    if not keepdims:
-        g = _ops.reshape(g, reduced_shape(shape, axis))
-    return _ops.broadcast_to(g, shape)
-
-
-def sum_to(g: Any, shape: tuple[int, ...]) -> Any:
-    """Sum ``g`` over the axes that broadcasting added or stretched, so it gets ``shape``."""
-    gshape = tuple(g.shape)
-    if gshape == shape:
-        return g
-    axes = _SUM_PLANS.get((gshape, shape))
-    if axes is None:
-        axes = _sum_plan(gshape, shape)
-    if type(g) is ndarray and g.dtype not in LOW_PRECISION:    # a plain backward: C calls only
-        return (np.add.reduce(g, axis=axes, keepdims=True) if axes else g).reshape(shape)
-    g = _ops.sum(g, axis=axes, keepdims=True) if axes else g
-    return _ops.reshape(g, shape)
-
-
-_SUM_PLANS: dict = {}           # (gradient shape, target shape) -> the axes to sum: computed once
-
-
-def _sum_plan(gshape: tuple, shape: tuple) -> tuple:
-    lead = len(gshape) - len(shape)
-    if lead < 0:
-        raise ValueError(f"cannot sum shape {gshape} to {shape}")
-    axes = list(range(lead))
-    for i, n in enumerate(shape):
-        m = gshape[lead + i]
-        if n == 1 and m != 1:
-            axes.append(lead + i)
-        elif n != m:
-            raise ValueError(f"cannot sum shape {gshape} to {shape}")
-    if len(_SUM_PLANS) < 4096:
-        _SUM_PLANS[(gshape, shape)] = tuple(axes)
-    return tuple(axes)
-
-
 def broadcast_shapes(*shapes: tuple[int, ...]) -> tuple[int, ...]:
     """NumPy's broadcast result shape (raises ShapeError naming the shapes)."""
     ndim = max(len(s) for s in shapes)
@@ -103,5 +59,3 @@ def broadcast_shapes(*shapes: tuple[int, ...]) -> tuple[int, ...]:
         out.append(sizes.pop() if sizes else 1)
     return tuple(out)
 
-
-from .. import ops as _ops  # noqa: E402

@@ -10,7 +10,10 @@ import math
 from typing import Any
 
 from .._backend import ndarray, np
-from ._registry import Tensor, apply, defprim, linear_jvps, passthrough, raw, unary
+from ..grad_mode import STATE
+from ..tensor import Tensor, tensor
+from ..tensor import wrap as _wrap
+from ._registry import apply, defprim, linear_jvps, passthrough, raw, unary
 
 _LN2 = math.log(2.0)
 _LN10 = math.log(10.0)
@@ -63,7 +66,7 @@ def _keep_zero(*rules: Any) -> tuple:
     def wrap_rule(rule: Any) -> Any:
         def rule_keeping_zero(g: Any, out: Any, *xs: Any, **params: Any) -> Any:
             r = rule(g, out, *xs, **params)
-            if not _anomaly.SAFE_ZERO.on:
+            if not STATE.safe_zero:
                 return r
             zero = raw(g) == 0
             if not zero.any():
@@ -392,6 +395,21 @@ def astype(x: Any, dtype: Any) -> Any:
     return apply(ASTYPE, (x,), {"dtype": dtype})
 
 
+def as_tensor(data: Any, dtype: Any = None) -> Any:
+    """Return ``data`` as a Tensor, sharing memory where possible (no copy for Tensors/ndarrays).
+
+    >>> import chainrule as cr, numpy as np
+    >>> a = np.zeros(2)
+    >>> cr.as_tensor(a).data is a
+    True
+    """
+    if isinstance(data, Tensor):
+        return data if dtype is None or data.dtype == dtype else astype(data, dtype)
+    if isinstance(data, ndarray) and (dtype is None or data.dtype == dtype):
+        return Tensor(data)
+    return tensor(data, dtype=dtype)
+
+
 def zeros_like(x: Any, dtype: Any = None) -> Any:
     """Zeros of ``x``'s shape: an ndarray for ndarray input, a (constant) Tensor for Tensor input."""
     data = np.zeros_like(raw(x), dtype=dtype)
@@ -463,6 +481,3 @@ def fmin(x: Any, y: Any) -> Any:
     """Elementwise minimum ignoring NaNs, as ``numpy.fmin`` (composite of minimum)."""
     return where(isnan(y), x, where(isnan(x), y, minimum(x, y)))
 
-
-from ..autograd import anomaly as _anomaly  # noqa: E402
-from ..tensor import wrap as _wrap  # noqa: E402

@@ -12,7 +12,12 @@ from typing import Any, NamedTuple
 from .._backend import np
 from .._dtypes import LOW_PRECISION, accumulate
 from ..errors import ShapeError
-from ._registry import Tensor, apply, defprim, linear_jvps, raw
+from ..tensor import Tensor
+from ..tensor import wrap as _wrap
+from ._registry import apply, defprim, linear_jvps, raw
+from .elementwise import _zero_at_zero, abs, astype, sqrt
+from .reduction import _prod_others, amax, amin, sum
+from .shape import broadcast_to, expand_dims, ravel, reshape, squeeze, swapaxes
 
 
 def _matmul_forward(x: Any, y: Any) -> Any:
@@ -480,9 +485,3 @@ def norm(x: Any, ord: Any = None, axis: Any = None, keepdims: bool = False) -> A
 
 def _two_norm(x: Any, axis: Any, keepdims: bool) -> Any:
     return _zero_at_zero(sqrt, sum(x * x, axis=axis, keepdims=keepdims))
-
-
-from ..tensor import wrap as _wrap  # noqa: E402
-from .elementwise import _zero_at_zero, abs, astype, sqrt  # noqa: E402
-from .reduction import _prod_others, amax, amin, sum  # noqa: E402
-from .shape import broadcast_to, expand_dims, ravel, reshape, squeeze, swapaxes  # noqa: E402

@@ -10,6 +10,9 @@ from typing import Any
 from .._backend import ndarray, np
 from .._dtypes import LOW_PRECISION, accumulate
 from ._registry import apply, defprim, raw
+from .elementwise import exp
+from .reduction import _along, sum
+from .shape import expand_dims
 
 
 def _shifted(x: Any, axis: int) -> Any:
@@ -126,8 +129,3 @@ def log_softmax(x: Any, axis: int = -1) -> Any:
     tensor([-0.6931472, -0.6931472])
     """
     return _along(x, LOG_SOFTMAX, axis)
-
-
-from .elementwise import exp  # noqa: E402
-from .reduction import _along, sum  # noqa: E402
-from .shape import expand_dims  # noqa: E402

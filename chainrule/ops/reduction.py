@@ -11,10 +11,16 @@ import builtins
 import math
 from typing import Any
 
-from .._backend import np
+from .._backend import ndarray, np
 from .._dtypes import LOW_PRECISION, accum_dtype, accumulate
-from ._registry import Tensor, apply, defprim, raw
-from ._shapes import expand_reduced, normalize_axis
+from ..grad_mode import STATE
+from ..tensor import Tensor
+from ..tensor import wrap as _wrap
+from ._registry import apply, defprim, raw
+from ._shapes import normalize_axis, reduced_shape
+from .elementwise import _zero_at_zero, astype, equal, exp, ones_like, sqrt, where, zeros_like
+from .shape import (broadcast_to, concatenate, diagonal, flip, moveaxis, ravel, reshape, stack,
+                    take_along_axis, transpose)
 
 
 def _sum_forward(x: Any, axis: Any, keepdims: bool, shape: Any) -> Any:
@@ -334,7 +340,62 @@ def _index_result(x: Any, idx: Any) -> Any:
 
 ARGMAX = defprim("argmax", lambda x: np.argmax(x), vjps=None, jvps=None, kind="discrete")
 
-from ..grad_mode import STATE  # noqa: E402
-from ..tensor import wrap as _wrap  # noqa: E402
-from .elementwise import _zero_at_zero, astype, equal, exp, ones_like, sqrt, where, zeros_like  # noqa: E402
-from .shape import concatenate, flip, moveaxis, reshape, stack, transpose  # noqa: E402
+def sort(x: Any, axis: int = -1) -> Any:
+    """Sorted copy (flattened when ``axis`` is None); the gradient flows back to the original positions.
+
+    >>> import chainrule as cr
+    >>> cr.sort(cr.tensor([[3.0, 1.0], [2.0, 0.0]]), axis=None)
+    tensor([0., 1., 2., 3.])
+    """
+    if axis is None:
+        x, axis = ravel(x), 0
+    return take_along_axis(x, argsort(x, axis=axis), axis)
+
+
+def trace(x: Any, offset: int = 0, axis1: int = 0, axis2: int = 1) -> Any:
+    """Sum of the diagonal (composite)."""
+    return sum(diagonal(x, offset, axis1, axis2), axis=-1)
+
+
+# ----- the two reduction dances every rule shares -----
+def expand_reduced(g: Any, shape: tuple[int, ...], axis: tuple[int, ...] | None,
+                   keepdims: bool) -> Any:
+    """Broadcast the gradient of a reduction back to the input's ``shape``."""
+    if type(g) is ndarray:              # a plain backward: two C calls, no op dispatch
+        return np.broadcast_to(g if keepdims else g.reshape(reduced_shape(shape, axis)), shape)
+    if not keepdims:
+        g = reshape(g, reduced_shape(shape, axis))
+    return broadcast_to(g, shape)
+
+
+def sum_to(g: Any, shape: tuple[int, ...]) -> Any:
+    """Sum ``g`` over the axes that broadcasting added or stretched, so it gets ``shape``."""
+    gshape = tuple(g.shape)
+    if gshape == shape:
+        return g
+    axes = _SUM_PLANS.get((gshape, shape))
+    if axes is None:
+        axes = _sum_plan(gshape, shape)
+    if type(g) is ndarray and g.dtype not in LOW_PRECISION:    # a plain backward: C calls only
+        return (np.add.reduce(g, axis=axes, keepdims=True) if axes else g).reshape(shape)
+    g = sum(g, axis=axes, keepdims=True) if axes else g
+    return reshape(g, shape)
+
+
+_SUM_PLANS: dict = {}           # (gradient shape, target shape) -> the axes to sum: computed once
+
+
+def _sum_plan(gshape: tuple, shape: tuple) -> tuple:
+    lead = len(gshape) - len(shape)
+    if lead < 0:
+        raise ValueError(f"cannot sum shape {gshape} to {shape}")
+    axes = list(range(lead))
+    for i, n in enumerate(shape):
+        m = gshape[lead + i]
+        if n == 1 and m != 1:
+            axes.append(lead + i)
+        elif n != m:
+            raise ValueError(f"cannot sum shape {gshape} to {shape}")
+    if len(_SUM_PLANS) < 4096:
+        _SUM_PLANS[(gshape, shape)] = tuple(axes)
+    return tuple(axes)

@@ -5,13 +5,16 @@ Indexing follows NumPy: integer-array indices that repeat an element accumulate 
 """
 from __future__ import annotations
 
+import builtins
 import operator
 from typing import Any, Sequence
 
 from .._backend import np
 from ..errors import ShapeError
-from ._registry import Tensor, apply, defprim, raw
+from ..tensor import Tensor
+from ._registry import apply, defprim, raw
 from ._shapes import normalize_axis
+from .elementwise import where, zeros_like
 
 _NOFLOP = lambda out, *xs, **p: 0  # noqa: E731  (data movement is not counted as FLOPs)
 
@@ -137,7 +140,7 @@ def _normalize_index(index: Any, shape: tuple) -> tuple:
     dim = 0                                   # the dimension of x the next index entry applies to
     for i, n in zip(index, used):
         if i is Ellipsis:
-            n = max(len(shape) - sum(used), 0)
+            n = max(len(shape) - builtins.sum(used), 0)
         elif _is_mask(i) and n:
             want = tuple(shape[dim:dim + n])
             if i.shape != want:
@@ -424,18 +427,6 @@ def take_along_axis(x: Any, indices: Any, axis: int) -> Any:
     return getitem(x, tuple(grids))
 
 
-def sort(x: Any, axis: int = -1) -> Any:
-    """Sorted copy (flattened when ``axis`` is None); the gradient flows back to the original positions.
-
-    >>> import chainrule as cr
-    >>> cr.sort(cr.tensor([[3.0, 1.0], [2.0, 0.0]]), axis=None)
-    tensor([0., 1., 2., 3.])
-    """
-    if axis is None:
-        x, axis = ravel(x), 0
-    return take_along_axis(x, argsort(x, axis=axis), axis)
-
-
 def diagonal(x: Any, offset: int = 0, axis1: int = 0, axis2: int = 1) -> Any:
     """Diagonal of the (axis1, axis2) planes, on the last axis (composite of getitem)."""
     moved = moveaxis(x, (axis1, axis2), (-2, -1))
@@ -444,11 +435,6 @@ def diagonal(x: Any, offset: int = 0, axis1: int = 0, axis2: int = 1) -> Any:
     n = max(min(rows - start_r, cols - start_c), 0)
     r = np.arange(n) + start_r
     return getitem(moved, (Ellipsis, r, r - start_r + start_c))
-
-
-def trace(x: Any, offset: int = 0, axis1: int = 0, axis2: int = 1) -> Any:
-    """Sum of the diagonal (composite)."""
-    return sum(diagonal(x, offset, axis1, axis2), axis=-1)
 
 
 def tril(x: Any, k: int = 0) -> Any:
@@ -479,6 +465,3 @@ def atleast_2d(x: Any) -> Any:
     shape = _shape_of(x)
     return reshape(x, (1,) * (2 - len(shape)) + shape) if len(shape) < 2 else x
 
-
-from .elementwise import where, zeros_like  # noqa: E402
-from .reduction import argsort, sum  # noqa: E402

@@ -166,7 +166,7 @@ def test_anomaly_mode_is_restored_and_silent_on_finite_gradients():
         cr.sqrt(x).sum().backward()
     np.testing.assert_allclose(x.grad.data, [0.5, 0.25])
     from chainrule.grad_mode import STATE
-    assert STATE.anomaly is False and STATE.observers == []
+    assert not STATE.anomaly and not STATE.observers
 
 
 # op, input with a point where the local derivative is inf or NaN

@@ -1,0 +1,89 @@
+"""Tensor's operators and op methods, attached when the ops load: ``tensor.py`` knows no ops.
+
+Operators whose operand order matches the op bind straight to it (one Python call fewer per op);
+the reflected ones swap the operands; in-place ones compute out of place and ``_assign`` the result.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from ..tensor import Tensor
+from . import elementwise as E
+from . import linalg as L
+from . import reduction as R
+from . import shape as S
+from .nn import log_softmax, softmax
+
+_METHODS = {
+    "sum": R.sum, "mean": R.mean, "prod": R.prod, "max": R.max, "min": R.min, "amax": R.amax,
+    "amin": R.amin, "var": R.var, "std": R.std, "cumsum": R.cumsum, "cumprod": R.cumprod,
+    "argmax": R.argmax, "argmin": R.argmin, "argsort": R.argsort, "logsumexp": R.logsumexp,
+    "exp": E.exp, "log": E.log, "tanh": E.tanh, "sigmoid": E.sigmoid, "relu": E.relu, "sqrt": E.sqrt,
+    "abs": E.abs, "clip": E.clip, "round": E.round, "floor": E.floor, "ceil": E.ceil, "sign": E.sign,
+    "square": E.square, "sin": E.sin, "cos": E.cos, "exp2": E.exp2, "log1p": E.log1p,
+    "expm1": E.expm1, "reciprocal": E.reciprocal, "copy": E.copy, "clone": E.copy,
+    "astype": E.astype, "swapaxes": S.swapaxes, "moveaxis": S.moveaxis, "squeeze": S.squeeze,
+    "expand_dims": S.expand_dims, "ravel": S.ravel, "flatten": S.flatten, "flip": S.flip,
+    "roll": S.roll, "repeat": S.repeat, "take": S.take, "trace": R.trace, "diagonal": S.diagonal,
+    "broadcast_to": S.broadcast_to, "tile": S.tile, "sort": R.sort, "dot": L.dot,
+    "matmul": L.matmul, "norm": L.norm, "softmax": softmax, "log_softmax": log_softmax,
+    "__add__": E.add, "__sub__": E.subtract, "__mul__": E.multiply, "__truediv__": E.divide,
+    "__floordiv__": E.floor_divide, "__mod__": E.mod, "__divmod__": E.divmod, "__pow__": E.power,
+    "__matmul__": L.matmul, "__neg__": E.negative, "__abs__": E.abs, "__getitem__": S.getitem,
+    "__lt__": E.less, "__le__": E.less_equal, "__gt__": E.greater, "__ge__": E.greater_equal,
+    "__eq__": E.equal, "__ne__": E.not_equal, "__invert__": E.logical_not,
+    "__and__": E.logical_and, "__or__": E.logical_or,
+}
+_REFLECTED = {"__radd__": E.add, "__rsub__": E.subtract, "__rmul__": E.multiply,
+              "__rtruediv__": E.divide, "__rfloordiv__": E.floor_divide, "__rmod__": E.mod,
+              "__rdivmod__": E.divmod, "__rpow__": E.power, "__rmatmul__": L.matmul}
+_IN_PLACE = {"__iadd__": (E.add, "+="), "__isub__": (E.subtract, "-="), "__imul__": (E.multiply, "*="),
+             "__itruediv__": (E.divide, "/="), "__imod__": (E.mod, "%="),
+             "__ifloordiv__": (E.floor_divide, "//=")}
+
+
+def _reflected(op: Any) -> Any:
+    def method(self: Tensor, other: Any) -> Any:
+        return op(other, self)
+    return method
+
+
+def _in_place(op: Any, symbol: str) -> Any:
+    def method(self: Tensor, other: Any) -> Tensor:
+        return self._assign(op(self, other), symbol)
+    return method
+
+
+def _setitem(self: Tensor, index: Any, value: Any) -> None:
+    self._assign(S.index_put(self, index, value), "__setitem__")
+
+
+def _reshape(self: Tensor, *shape: Any) -> Tensor:
+    """Reshape; accepts ``t.reshape(2, 3)`` and ``t.reshape((2, 3))``."""
+    return S.reshape(self, shape[0] if len(shape) == 1 else shape)
+
+
+def _transpose(self: Tensor, *axes: Any) -> Tensor:
+    """Permute axes as ``ndarray.transpose`` (reverse when none are given)."""
+    if len(axes) == 1 and not isinstance(axes[0], int):
+        axes = tuple(axes[0])
+    return S.transpose(self, axes or None)
+
+
+def attach(dispatch_ufunc: Any, dispatch_function: Any) -> None:
+    """Give ``Tensor`` its op methods, operators and NumPy dispatch."""
+    for name, fn in _METHODS.items():
+        setattr(Tensor, name, fn)
+    for name, fn in _REFLECTED.items():
+        setattr(Tensor, name, _reflected(fn))
+    for name, (fn, symbol) in _IN_PLACE.items():
+        setattr(Tensor, name, _in_place(fn, symbol))
+    Tensor.__setitem__ = _setitem
+    Tensor.reshape = Tensor.view = _reshape
+    Tensor.transpose = Tensor.permute = _transpose
+    Tensor.T = property(S.transpose)
+    Tensor.mT = property(lambda self: S.swapaxes(self, -1, -2))
+    Tensor.__array_ufunc__ = lambda self, ufunc, method, *inputs, **kwargs: dispatch_ufunc(
+        ufunc, method, inputs, kwargs)
+    Tensor.__array_function__ = lambda self, func, types, args, kwargs: dispatch_function(
+        func, args, kwargs)
