@@ -33,7 +33,8 @@ from .ops import (PRIMITIVES, abs, absolute, add, amax, amin, arccos, arccosh, a
                   take_along_axis, tan, tanh, tensordot, tile, trace, transpose, tril, triu,
                   true_divide, var, vdot, vstack, where, zeros_like)
 
-# Each area adds its public names below its own marker (explicit imports, no star imports).
+# Each area adds its public names below its own marker (explicit imports, no star imports), and
+# to __all__ at the bottom.
 # --- transforms (forward mode, vjp/jvp, jacobians, hessians) ---
 from .transforms import (Jacobian, grad, hessian, hvp, jacfwd, jacobian, jacrev, jvp, value_and_grad,
                          vjp)
@@ -54,4 +55,34 @@ from .implicit import ConvergenceError, fixed_point, root_solve
 
 __version__ = "0.1.0"
 
-__all__ = [name for name in dir() if not name.startswith("_")]
+# The public API, written out (the extension API is in chainrule.extend).
+__all__ = [
+    "abs", "absolute", "add", "amax", "amin", "amp", "AnomalyError", "arange", "arccos",
+    "arccosh", "arcsin", "arcsinh", "arctan", "arctan2", "arctanh", "argmax", "argmin",
+    "argsort", "around", "array_split", "as_tensor", "astype", "atleast_1d", "atleast_2d",
+    "autocast", "autograd", "average", "bfloat16", "bool_", "broadcast_to", "cbrt", "ceil",
+    "ChainruleError", "checkpoint", "checkpoint_sequential", "CheckpointPlan", "cholesky",
+    "clip", "concatenate", "ConvergenceError", "copy", "cos", "cosh", "cumprod", "cumsum",
+    "data", "det", "detect_anomaly", "diagonal", "distributions", "divide", "divmod", "dot",
+    "DTypeError", "einsum", "empty", "enable_grad", "equal", "erf", "estimators", "exp", "exp2",
+    "expand_dims", "expm1", "eye", "fixed_point", "flatten", "flip", "float16", "float32",
+    "float64", "float8_e4m3fn", "float8_e5m2", "floor", "floor_divide", "fmax", "fmin",
+    "forward_ad", "fp8", "full", "Function", "FunctionCtx", "gelu", "get_default_dtype", "grad",
+    "gradcheck", "GradcheckError", "gradgradcheck", "GradScaler", "GraphError", "greater",
+    "greater_equal", "hessian", "hstack", "hvp", "hypot", "inner", "int32", "int64", "inv",
+    "is_grad_enabled", "isfinite", "isinf", "isnan", "jacfwd", "Jacobian", "jacobian", "jacrev",
+    "jvp", "less", "less_equal", "linalg", "linspace", "load", "log", "log10", "log1p", "log2",
+    "log_softmax", "logaddexp", "logical_and", "logical_not", "logical_or", "logsumexp",
+    "matmul", "max", "maximum", "mean", "min", "minimum", "mod", "moveaxis", "multiply",
+    "negative", "nn", "no_grad", "NonDifferentiablePointError", "nonzero", "norm", "not_equal",
+    "ones", "ones_like", "ops", "optim", "outer", "pad", "permute_dims", "plan_checkpoints",
+    "pow", "power", "precision", "PRIMITIVES", "prod", "profile", "random", "ravel",
+    "reciprocal", "relu", "remainder", "repeat", "reshape", "roll", "root_solve", "round",
+    "save", "save_as", "saved_tensors_hooks", "SerializationError", "set_default_dtype",
+    "set_grad_enabled", "set_safe_zero_cotangents", "ShapeError", "sigmoid", "sign", "sin",
+    "sinh", "slogdet", "softmax", "softplus", "solve", "sort", "split", "sqrt", "square",
+    "squeeze", "stack", "std", "subtract", "sum", "swapaxes", "take", "take_along_axis", "tan",
+    "tanh", "Tensor", "tensor", "tensordot", "tile", "trace", "transpose", "tril", "triu",
+    "true_divide", "value_and_grad", "var", "vdot", "viz", "vjp", "vstack", "where", "zeros",
+    "zeros_like",
+]

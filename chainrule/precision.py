@@ -174,54 +174,6 @@ def summarize(history: list[dict]) -> str:
     return line
 
 
-class MixedPrecisionStep:
-    """A training step for ``train.fit(step=...)`` in ``"fp32"``, ``"bf16"`` or ``"fp16"``.
-
-    bf16: ``autocast(bfloat16)`` with the float32 parameters as master weights; fp16:
-    ``autocast(float16)`` plus a dynamic ``GradScaler``. ``history`` has per-step diagnostics.
-
-    >>> import chainrule as cr
-    >>> step = cr.precision.MixedPrecisionStep("fp16")
-    >>> step.dtype, step.scaler.get_scale()
-    (dtype('float16'), 65536.0)
-    """
-
-    DTYPES = {"fp32": float32, "bf16": bfloat16, "fp16": float16}
-
-    def __init__(self, precision: str = "bf16") -> None:
-        if precision not in self.DTYPES:
-            raise ValueError(f"MixedPrecisionStep: precision must be one of {sorted(self.DTYPES)}, "
-                             f"got {precision!r}")
-        from .amp import GradScaler
-        self.precision, self.dtype = precision, np.dtype(self.DTYPES[precision])
-        self.scaler = GradScaler() if precision == "fp16" else None
-        self.history: list[dict] = []
-
-    def __call__(self, model: Any, optimizer: Any, xb: Any, yb: Any) -> float:
-        from .amp import autocast
-        from .nn import functional as F
-        optimizer.zero_grad()
-        with autocast(self.dtype, enabled=self.precision != "fp32"):
-            loss = F.cross_entropy(model(xb), yb)
-        params = [p for g in optimizer.param_groups for p in g["params"]]
-        if self.scaler is None:
-            loss.backward()
-            stats = grad_stats(params)
-            meter = StaleMeter(params, self.dtype)
-            optimizer.step()
-            stats["stale"] = meter.fraction()
-            self.history.append(stats)
-        else:
-            self.scaler.scale(loss).backward()
-            self.scaler.step(optimizer)
-            self.scaler.update()
-            self.history.append(self.scaler.history[-1])
-        return float(loss.item())
-
-    def summary(self) -> str:
-        return f"{self.precision}: {summarize(self.history)}"
-
-
 def plot_scale(history: list[dict], path: str) -> bool:
     """Plot the loss scale per step to ``path`` (PNG); False if matplotlib is missing."""
     try:
@@ -243,5 +195,5 @@ def plot_scale(history: list[dict], path: str) -> bool:
     return True
 
 
-__all__ = ["MixedPrecisionStep", "plot_scale", "MasterWeights", "StaleMeter", "accum_dtype", "cast_params", "finfo", "grad_stats",
+__all__ = ["plot_scale", "MasterWeights", "StaleMeter", "accum_dtype", "cast_params", "finfo", "grad_stats",
            "spacing", "summarize", "float16", "bfloat16"]

@@ -20,6 +20,7 @@ import zipfile
 import zlib
 from typing import Any
 
+from . import _dtypes
 from ._backend import np
 from .errors import ChainruleError
 from .tensor import Tensor
@@ -115,7 +116,6 @@ def _decode(node: Any, arrays: dict) -> Any:
 
 
 def _dtype_by_name(name: str) -> Any:
-    from . import _dtypes
     for d in (_dtypes.bfloat16, _dtypes.float8_e4m3fn, _dtypes.float8_e5m2):
         if str(d) == name:
             return d

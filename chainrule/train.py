@@ -14,12 +14,59 @@ from typing import Any, Callable
 
 from . import data, nn, optim
 from ._backend import np
+from ._dtypes import bfloat16, float16, float32
 from .grad_mode import no_grad
 from .nn import functional as F
-from .precision import MixedPrecisionStep, plot_scale
+from .amp import GradScaler, autocast
+from .precision import StaleMeter, grad_stats, plot_scale, summarize
 from .tensor import Tensor
 
 StepFn = Callable[[nn.Module, optim.Optimizer, Tensor, Tensor], float]
+
+
+class MixedPrecisionStep:
+    """A training step for ``train.fit(step=...)`` in ``"fp32"``, ``"bf16"`` or ``"fp16"``.
+
+    bf16: ``autocast(bfloat16)`` with the float32 parameters as master weights; fp16:
+    ``autocast(float16)`` plus a dynamic ``GradScaler``. ``history`` has per-step diagnostics.
+
+    >>> from chainrule.train import MixedPrecisionStep
+    >>> step = MixedPrecisionStep("fp16")
+    >>> step.dtype, step.scaler.get_scale()
+    (dtype('float16'), 65536.0)
+    """
+
+    DTYPES = {"fp32": float32, "bf16": bfloat16, "fp16": float16}
+
+    def __init__(self, precision: str = "bf16") -> None:
+        if precision not in self.DTYPES:
+            raise ValueError(f"MixedPrecisionStep: precision must be one of {sorted(self.DTYPES)}, "
+                             f"got {precision!r}")
+        self.precision, self.dtype = precision, np.dtype(self.DTYPES[precision])
+        self.scaler = GradScaler() if precision == "fp16" else None
+        self.history: list[dict] = []
+
+    def __call__(self, model: Any, optimizer: Any, xb: Any, yb: Any) -> float:
+        optimizer.zero_grad()
+        with autocast(self.dtype, enabled=self.precision != "fp32"):
+            loss = F.cross_entropy(model(xb), yb)
+        params = [p for g in optimizer.param_groups for p in g["params"]]
+        if self.scaler is None:
+            loss.backward()
+            stats = grad_stats(params)
+            meter = StaleMeter(params, self.dtype)
+            optimizer.step()
+            stats["stale"] = meter.fraction()
+            self.history.append(stats)
+        else:
+            self.scaler.scale(loss).backward()
+            self.scaler.step(optimizer)
+            self.scaler.update()
+            self.history.append(self.scaler.history[-1])
+        return float(loss.item())
+
+    def summary(self) -> str:
+        return f"{self.precision}: {summarize(self.history)}"
 
 
 def build_model(kind: str, n_features: int, n_classes: int, generator: Any = None) -> nn.Module:

@@ -135,5 +135,23 @@ def _fallback(name: str, call: Any, args: tuple) -> Any:
 
 _methods.attach(dispatch_ufunc, dispatch_function)
 
-__all__ = [name for name in dir() if not name.startswith("_") and name not in
-           ("annotations", "types", "Any", "np", "Tensor")]
+# The op surface: NumPy's names (plus the fused ops); the extension API is in chainrule.extend.
+__all__ = [
+    "abs", "absolute", "add", "alias", "amax", "amin", "arccos", "arccosh", "arcsin", "arcsinh",
+    "arctan", "arctan2", "arctanh", "argmax", "argmin", "argsort", "around", "array_split",
+    "as_tensor", "astype", "atleast_1d", "atleast_2d", "average", "broadcast_to", "cbrt",
+    "ceil", "cholesky", "clip", "concatenate", "copy", "cos", "cosh", "cumprod", "cumsum",
+    "det", "diagonal", "divide", "divmod", "dot", "einsum", "equal", "erf", "exp", "exp2",
+    "expand_dims", "expm1", "flatten", "flip", "floor", "floor_divide", "fmax", "fmin", "gelu",
+    "getitem", "greater", "greater_equal", "hstack", "hypot", "index_put", "inner", "inv",
+    "isfinite", "isinf", "isnan", "less", "less_equal", "linalg", "linear", "log", "log10",
+    "log1p", "log2", "log_softmax", "logaddexp", "logical_and", "logical_not", "logical_or",
+    "logsumexp", "matmul", "max", "maximum", "mean", "min", "minimum", "mod", "moveaxis",
+    "multiply", "negative", "nonzero", "norm", "not_equal", "ones_like", "outer", "pad",
+    "permute_dims", "pow", "power", "prod", "ravel", "reciprocal", "relu", "remainder",
+    "repeat", "reshape", "roll", "round", "scatter_add", "sigmoid", "sign", "sin", "sinh",
+    "slogdet", "softmax", "softmax_cross_entropy", "softplus", "solve", "sort", "split", "sqrt",
+    "square", "squeeze", "stack", "std", "subtract", "sum", "swapaxes", "take",
+    "take_along_axis", "tan", "tanh", "tanh_backward", "tensordot", "tile", "trace",
+    "transpose", "tril", "triu", "true_divide", "var", "vdot", "vstack", "where", "zeros_like",
+]
