@@ -8,6 +8,7 @@ import math
 
 import _harness as H
 import _models as M
+
 import chainrule as cr
 
 WIDTH, BATCH = 256, 32

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import _harness as H
 import _models as M
+
 import chainrule as cr
 
 LAYERS, WIDTH, BATCH = 96, 256, 32

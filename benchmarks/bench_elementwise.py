@@ -6,9 +6,9 @@ is the framework's bookkeeping: recording a node, running its rule, accumulating
 """
 from __future__ import annotations
 
+import _harness as H
 import numpy as np
 
-import _harness as H
 import chainrule as cr
 
 N_OPS = 1000

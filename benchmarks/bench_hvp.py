@@ -5,9 +5,9 @@ backward; HIPS autograd's ``hessian_tensor_product`` is reverse-over-reverse. Th
 library's own HVP/grad ratio."""
 from __future__ import annotations
 
+import _harness as H
 import numpy as np
 
-import _harness as H
 import chainrule as cr
 
 

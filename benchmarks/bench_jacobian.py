@@ -3,9 +3,9 @@ f(x) = tanh(A x), in a wide case (n = 1000 inputs, m = 4 outputs: reverse wins) 
 (n = 4, m = 1000: forward wins). Auto must pick the faster mode and cost no more than it."""
 from __future__ import annotations
 
+import _harness as H
 import numpy as np
 
-import _harness as H
 import chainrule as cr
 
 

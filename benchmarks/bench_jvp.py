@@ -2,10 +2,10 @@
 vs the same network's plain forward pass: ``cr.jvp`` computes output and tangent in one pass."""
 from __future__ import annotations
 
-import numpy as np
-
 import _harness as H
 import _models as M
+import numpy as np
+
 import chainrule as cr
 
 WIDTH, BATCH = 256, 32

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import _harness as H
 import _models as M
+
 import chainrule as cr
 
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 import math
 import random
 
+import _harness as H
 import numpy as np
 
-import _harness as H
 import chainrule as cr
 
 

@@ -7,51 +7,183 @@
 >>> x.grad.shape
 (3,)
 """
-from .tensor import Tensor, tensor
-from . import autograd, ops, random
-from ._dtypes import (bfloat16, bool_, float8_e4m3fn, float8_e5m2, float16, float32, float64,
-                      get_default_dtype, int32, int64, set_default_dtype)
+# --- nn, optim, data, saving, viz ---
+# --- precision (dtypes policy, autocast, loss scaling, FP8) ---
+# --- programs (implicit differentiation, estimators, distributions) ---
+from . import amp, autograd, data, distributions, estimators, fp8, nn, ops, optim, precision, random, viz
+from ._dtypes import (
+                      bfloat16,
+                      bool_,
+                      float8_e4m3fn,
+                      float8_e5m2,
+                      float16,
+                      float32,
+                      float64,
+                      get_default_dtype,
+                      int32,
+                      int64,
+                      set_default_dtype,
+)
+
+# --- memory (profile, checkpoint, saved-tensor hooks) ---
+from .accounting import profile
+from .amp import GradScaler, autocast
 from .autograd import forward as forward_ad
-from .autograd.anomaly import AnomalyError, detect_anomaly
+from .autograd.anomaly import AnomalyError, detect_anomaly, set_safe_zero_cotangents
 from .autograd.function import Function, FunctionCtx
+from .checkpoint import CheckpointPlan, checkpoint, checkpoint_sequential, plan_checkpoints
 from .creation import arange, empty, eye, full, linspace, ones, zeros
 from .errors import ChainruleError, DTypeError, GradcheckError, GraphError, ShapeError
-from .gradcheck import NonDifferentiablePointError, gradcheck, gradgradcheck
 from .grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
-from .ops import (PRIMITIVES, abs, absolute, add, amax, amin, arccos, arccosh, arcsin, arcsinh,
-                  arctan, arctan2, arctanh, argmax, argmin, argsort, around, array_split, as_tensor, astype,
-                  atleast_1d, atleast_2d, average, broadcast_to, cbrt, ceil, cholesky, clip,
-                  concatenate, copy, cos, cosh, cumprod, cumsum, det, diagonal, divide, divmod, dot, einsum,
-                  equal, erf, exp, exp2, expand_dims, expm1, flatten, flip, floor, floor_divide, fmax, fmin, gelu,
-                  greater, greater_equal, hstack, hypot, inner, inv, isfinite, isinf, isnan, less,
-                  less_equal, linalg, log, log1p, log2, log10, log_softmax, logaddexp, logical_and,
-                  logical_not, logical_or, logsumexp, matmul, max, maximum, mean, min, minimum, mod,
-                  moveaxis, multiply, negative, nonzero, norm, not_equal, ones_like, outer, pad,
-                  permute_dims, pow, power, prod, ravel, reciprocal, relu, remainder, repeat,
-                  reshape, roll, round, sigmoid, sign, sin, sinh, slogdet, softmax, softplus, solve,
-                  sort, split, sqrt, square, squeeze, stack, std, subtract, sum, swapaxes, take,
-                  take_along_axis, tan, tanh, tensordot, tile, trace, transpose, tril, triu,
-                  true_divide, var, vdot, vstack, where, zeros_like)
+from .gradcheck import NonDifferentiablePointError, gradcheck, gradgradcheck
+from .implicit import ConvergenceError, fixed_point, root_solve
+from .ops import (
+                      PRIMITIVES,
+                      abs,
+                      absolute,
+                      add,
+                      amax,
+                      amin,
+                      arccos,
+                      arccosh,
+                      arcsin,
+                      arcsinh,
+                      arctan,
+                      arctan2,
+                      arctanh,
+                      argmax,
+                      argmin,
+                      argsort,
+                      around,
+                      array_split,
+                      as_tensor,
+                      astype,
+                      atleast_1d,
+                      atleast_2d,
+                      average,
+                      broadcast_to,
+                      cbrt,
+                      ceil,
+                      cholesky,
+                      clip,
+                      concatenate,
+                      copy,
+                      cos,
+                      cosh,
+                      cumprod,
+                      cumsum,
+                      det,
+                      diagonal,
+                      divide,
+                      divmod,
+                      dot,
+                      einsum,
+                      equal,
+                      erf,
+                      exp,
+                      exp2,
+                      expand_dims,
+                      expm1,
+                      flatten,
+                      flip,
+                      floor,
+                      floor_divide,
+                      fmax,
+                      fmin,
+                      gelu,
+                      greater,
+                      greater_equal,
+                      hstack,
+                      hypot,
+                      inner,
+                      inv,
+                      isfinite,
+                      isinf,
+                      isnan,
+                      less,
+                      less_equal,
+                      linalg,
+                      log,
+                      log1p,
+                      log2,
+                      log10,
+                      log_softmax,
+                      logaddexp,
+                      logical_and,
+                      logical_not,
+                      logical_or,
+                      logsumexp,
+                      matmul,
+                      max,
+                      maximum,
+                      mean,
+                      min,
+                      minimum,
+                      mod,
+                      moveaxis,
+                      multiply,
+                      negative,
+                      nonzero,
+                      norm,
+                      not_equal,
+                      ones_like,
+                      outer,
+                      pad,
+                      permute_dims,
+                      pow,
+                      power,
+                      prod,
+                      ravel,
+                      reciprocal,
+                      relu,
+                      remainder,
+                      repeat,
+                      reshape,
+                      roll,
+                      round,
+                      sigmoid,
+                      sign,
+                      sin,
+                      sinh,
+                      slogdet,
+                      softmax,
+                      softplus,
+                      solve,
+                      sort,
+                      split,
+                      sqrt,
+                      square,
+                      squeeze,
+                      stack,
+                      std,
+                      subtract,
+                      sum,
+                      swapaxes,
+                      take,
+                      take_along_axis,
+                      tan,
+                      tanh,
+                      tensordot,
+                      tile,
+                      trace,
+                      transpose,
+                      tril,
+                      triu,
+                      true_divide,
+                      var,
+                      vdot,
+                      vstack,
+                      where,
+                      zeros_like,
+)
+from .saved_hooks import save_as, saved_tensors_hooks
+from .serialization import SerializationError, load, save
+from .tensor import Tensor, tensor
 
 # Each area adds its public names below its own marker (explicit imports, no star imports), and
 # to __all__ at the bottom.
 # --- transforms (forward mode, vjp/jvp, jacobians, hessians) ---
-from .transforms import (Jacobian, grad, hessian, hvp, jacfwd, jacobian, jacrev, jvp, value_and_grad,
-                         vjp)
-# --- memory (profile, checkpoint, saved-tensor hooks) ---
-from .accounting import profile
-from .checkpoint import CheckpointPlan, checkpoint, checkpoint_sequential, plan_checkpoints
-from .saved_hooks import save_as, saved_tensors_hooks
-# --- nn, optim, data, saving, viz ---
-from . import data, nn, optim, viz
-from .serialization import SerializationError, load, save
-# --- precision (dtypes policy, autocast, loss scaling, FP8) ---
-from . import amp, fp8, precision
-from .amp import GradScaler, autocast
-# --- programs (implicit differentiation, estimators, distributions) ---
-from . import distributions, estimators
-from .autograd.anomaly import set_safe_zero_cotangents
-from .implicit import ConvergenceError, fixed_point, root_solve
+from .transforms import Jacobian, grad, hessian, hvp, jacfwd, jacobian, jacrev, jvp, value_and_grad, vjp
 
 __version__ = "0.1.0"
 

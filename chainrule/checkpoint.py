@@ -24,7 +24,7 @@ from ._backend import np
 from .accounting import profile
 from .autograd import engine
 from .autograd.function import Function, FunctionCtx
-from .autograd.graph import walk
+from .graph import walk
 from .grad_mode import STATE, enable_grad
 from .ops import PRIMITIVES, apply
 from .random import get_rng_state, set_rng_state, used_rng_state

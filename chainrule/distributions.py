@@ -12,8 +12,8 @@ from typing import Any
 
 from . import _dtypes, ops
 from ._backend import np
-from .random import get_generator
 from .ops import as_tensor
+from .random import get_generator
 from .tensor import Tensor, wrap
 
 _HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)

@@ -15,9 +15,9 @@ from . import ops
 from ._backend import np
 from .autograd.function import Function
 from .errors import ShapeError
+from .ops import as_tensor
 from .ops._registry import raw
 from .random import get_generator
-from .ops import as_tensor
 from .tensor import Tensor, wrap
 
 

@@ -6,7 +6,6 @@ import inspect
 import threading
 from typing import Any, Callable
 
-
 # Fields whose being set turns on a rare feature that ``ops.apply`` must look at.
 _RARE = frozenset({"fw_levels", "hooks", "observers", "anomaly", "autocast"})
 

@@ -9,10 +9,10 @@ from __future__ import annotations
 from typing import Any, Callable, Sequence
 
 from ._backend import np
-from .errors import ChainruleError, GradcheckError
-from .grad_mode import add_to, enable_grad, no_grad, remove_from
 from .autograd import engine as _engine
 from .autograd.forward import dual_level, make_dual, unpack_dual
+from .errors import ChainruleError, GradcheckError
+from .grad_mode import add_to, enable_grad, no_grad, remove_from
 from .ops._registry import apply
 from .tensor import Tensor
 

@@ -517,7 +517,7 @@ def _newton(problem: _Problem, z: np.ndarray, ps: list, tol: float, max_iter: in
             return z
         zc = z
 
-        def jv(v: np.ndarray) -> np.ndarray:
+        def jv(v: np.ndarray, zc: np.ndarray = zc) -> np.ndarray:
             return problem.jvp(zc, ps, v.reshape(zc.shape).astype(zc.dtype), nones).ravel()
 
         dz = gmres(jv, -np.asarray(r, np.float64).ravel(), tol=1e-12, max_iter=4 * max(z.size, 10),

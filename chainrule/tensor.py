@@ -1,7 +1,7 @@
 """Tensor: an ndarray plus the metadata autograd needs. Operators delegate to ``chainrule.ops``."""
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any
 
 from . import _dtypes
 from ._backend import ndarray, np

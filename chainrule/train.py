@@ -15,9 +15,9 @@ from typing import Any, Callable
 from . import data, nn, optim
 from ._backend import np
 from ._dtypes import bfloat16, float16, float32
+from .amp import GradScaler, autocast
 from .grad_mode import no_grad
 from .nn import functional as F
-from .amp import GradScaler, autocast
 from .precision import StaleMeter, grad_stats, plot_scale, summarize
 from .tensor import Tensor
 

@@ -24,7 +24,7 @@ from . import ops as _ops
 from ._backend import np
 from .autograd import engine
 from .autograd.forward import dual_level, make_dual, unpack_dual
-from .autograd.graph import walk
+from .graph import walk
 from .errors import DTypeError, ShapeError
 from .grad_mode import STATE, enable_grad, no_grad
 from .ops import alias as _alias

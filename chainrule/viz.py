@@ -6,7 +6,7 @@ import shutil
 import subprocess
 from typing import Any
 
-from .autograd.graph import _FREED, Packed, walk
+from .graph import _FREED, Packed, walk
 from .tensor import Tensor
 
 

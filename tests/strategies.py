@@ -47,3 +47,40 @@ def compositions(draw, min_ops: int = 2, max_ops: int = 6):
 
 def arrays(rng: np.random.Generator, shape) -> cr.Tensor:
     return cr.tensor(rng.uniform(-1.5, 1.5, size=shape), dtype=cr.float64, requires_grad=True)
+
+
+# ----- hooks fuzz (tests/autograd/test_hooks_fuzz.py) -----
+
+def leaf_shape_sets(max_leaves: int = 3, max_dims: int = 3, max_side: int = 3):
+    """1-3 leaf shapes with no zero-size dimension: sometimes mutually broadcastable, sometimes not."""
+    n = st.integers(1, max_leaves)
+    together = n.flatmap(lambda k: mutually_broadcastable_shapes(
+        num_shapes=k, min_dims=0, max_dims=max_dims, min_side=1, max_side=max_side)).map(
+        lambda s: list(s.input_shapes))
+    apart = st.lists(st.lists(st.integers(1, max_side), max_size=max_dims).map(tuple),
+                     min_size=1, max_size=max_leaves)
+    return st.one_of(together, apart)
+
+
+def grad_hooks():
+    """A hook description: ("scale", c), ("shift", c), ("observe",), ("removed", c) (registered,
+    then removed before backward) or ("dropped", c) (a scale hook removed between two backward
+    passes). Constants are exact binary fractions."""
+    return st.one_of(st.tuples(st.just("scale"), st.sampled_from([0.5, -2.0, 3.0])),
+                     st.tuples(st.just("shift"), st.sampled_from([0.25, -1.0])),
+                     st.just(("observe",)),
+                     st.tuples(st.just("removed"), st.sampled_from([10.0])),
+                     st.tuples(st.just("dropped"), st.sampled_from([0.5, 3.0])))
+
+
+def index_keys(shape: tuple):
+    """A basic or advanced index for a tensor of ``shape`` (ndim >= 1) selecting at least one element:
+    ("int", i), ("slice", start, stop, step), ("last", i) for x[..., i], ("array", (i, ...)) with
+    repeats allowed."""
+    n0, nl = shape[0], shape[-1]
+    return st.one_of(
+        st.tuples(st.just("int"), st.integers(-n0, n0 - 1)),
+        st.integers(0, n0 - 1).flatmap(lambda a: st.tuples(
+            st.just("slice"), st.just(a), st.integers(a + 1, n0), st.sampled_from([1, 2]))),
+        st.tuples(st.just("last"), st.integers(-nl, nl - 1)),
+        st.tuples(st.just("array"), st.lists(st.integers(0, n0 - 1), min_size=1, max_size=4).map(tuple)))

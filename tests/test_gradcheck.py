@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def fifty_ops(x, w):
     h = x
-    for i in range(10):                         # 5 ops per round: 50 recorded ops
+    for _ in range(10):                         # 5 ops per round: 50 recorded ops
         h = cr.tanh(h @ w) * 0.9 + cr.sin(h) - h * 0.1
     return h.sum(axis=0)
 

@@ -19,7 +19,7 @@ from typing import Any
 from .._backend import np
 from ..errors import GraphError
 from ..grad_mode import STATE, add_to, remove_from
-from .graph import Packed
+from ..graph import Packed
 
 
 class AnomalyError(GraphError):

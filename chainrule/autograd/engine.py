@@ -9,11 +9,11 @@ from .._backend import np
 from .._dtypes import is_floating as _is_float
 from ..errors import DTypeError, GraphError, ShapeError
 from ..grad_mode import STATE
-from ..ops.reduction import sum_to
-from .graph import walk
 from ..ops import astype as _astype
+from ..ops.reduction import sum_to
 from ..tensor import Tensor as _Tensor
 from ..tensor import wrap as _wrap
+from ..graph import walk
 
 
 def backward(outputs: Sequence[Any], grad_outputs: Sequence[Any] | None, retain_graph: bool | None,

@@ -10,11 +10,11 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
+from .. import ops as _ops
 from .._backend import ndarray
 from .._dtypes import is_floating
 from ..errors import DTypeError, ShapeError
 from ..grad_mode import STATE, add_to, remove_from
-from .. import ops as _ops
 from ..tensor import Tensor, wrap
 
 _level_ids = itertools.count(1)

@@ -6,10 +6,10 @@ from typing import Any
 from .._backend import np
 from ..errors import GraphError
 from ..grad_mode import STATE, no_grad
-from .graph import _FREED, _SEQUENCE, GraphNode, Packed
 from ..ops import zeros_like
 from ..tensor import Tensor, wrap
 from .forward import fit_tangent
+from ..graph import _FREED, _SEQUENCE, GraphNode, Packed
 
 
 class FunctionCtx:
@@ -80,7 +80,7 @@ class FunctionNode(GraphNode):
             raise GraphError(f"{self.name}: backward returned {len(result)} gradients but forward took "
                              f"{len(self.edges)} inputs; return one value (or None) per input")
         out = []
-        for i, (edge, r) in enumerate(zip(self.edges, result)):
+        for edge, r in zip(self.edges, result):
             if edge is None or r is None:
                 out.append(None)
                 continue

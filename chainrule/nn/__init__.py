@@ -1,7 +1,20 @@
 """Neural-network layers and losses (``cr.nn``), following ``torch.nn``'s names and semantics."""
 from . import functional, init
-from .layers import (GELU, AvgPool2d, Conv2d, Dropout, Embedding, Flatten, LayerNorm, Linear,
-                     MaxPool2d, ReLU, Sequential, Sigmoid, Tanh)
+from .layers import (
+                     GELU,
+                     AvgPool2d,
+                     Conv2d,
+                     Dropout,
+                     Embedding,
+                     Flatten,
+                     LayerNorm,
+                     Linear,
+                     MaxPool2d,
+                     ReLU,
+                     Sequential,
+                     Sigmoid,
+                     Tanh,
+)
 from .module import IncompatibleKeys, Module, Parameter, RemovableHandle
 
 __all__ = ["AvgPool2d", "Conv2d", "Dropout", "Embedding", "Flatten", "GELU", "IncompatibleKeys",

@@ -21,7 +21,7 @@ from typing import Any, Callable, Sequence
 
 from .._backend import ndarray, np
 from .._dtypes import LOW_PRECISION, get_default_dtype, is_floating
-from ..autograd.graph import Node
+from ..graph import Node
 from ..errors import DTypeError, ShapeError, describe
 from ..grad_mode import STATE
 from ..tensor import Tensor, _new

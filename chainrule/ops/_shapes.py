@@ -4,7 +4,6 @@ from __future__ import annotations
 from operator import index
 from typing import Any
 
-from .._backend import np
 from ..errors import ShapeError
 
 

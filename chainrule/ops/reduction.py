@@ -19,8 +19,18 @@ from ..tensor import wrap as _wrap
 from ._registry import apply, defprim, raw
 from ._shapes import normalize_axis, reduced_shape
 from .elementwise import _zero_at_zero, astype, equal, exp, ones_like, sqrt, where, zeros_like
-from .shape import (broadcast_to, concatenate, diagonal, flip, moveaxis, ravel, reshape, stack,
-                    take_along_axis, transpose)
+from .shape import (
+    broadcast_to,
+    concatenate,
+    diagonal,
+    flip,
+    moveaxis,
+    ravel,
+    reshape,
+    stack,
+    take_along_axis,
+    transpose,
+)
 
 
 def _sum_forward(x: Any, axis: Any, keepdims: bool, shape: Any) -> Any:

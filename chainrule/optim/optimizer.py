@@ -11,8 +11,8 @@ from typing import Any, Callable, Iterable
 from .._backend import np
 from ..errors import ShapeError
 from ..grad_mode import enable_grad, no_grad
-from ..ops import raw
 from ..nn.module import zero_grads
+from ..ops import raw
 from ..tensor import Tensor
 
 

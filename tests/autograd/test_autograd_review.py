@@ -1,8 +1,8 @@
 """Review fixes for forward_ad and custom Functions."""
 import pytest
+from custom_functions import Square
 
 import chainrule as cr
-from custom_functions import Square
 from chainrule import forward_ad as fwAD
 
 

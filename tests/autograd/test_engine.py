@@ -4,9 +4,9 @@ import threading
 
 import numpy as np
 import pytest
+from custom_functions import Square
 
 import chainrule as cr
-from custom_functions import Square
 
 
 def test_leaves_and_grad_fn_names():
@@ -233,7 +233,8 @@ def test_custom_function_backward_double_backward_and_jvp():
 
 def test_custom_function_wrong_shape_is_named():
     x = cr.tensor([1.0, 2.0], requires_grad=True)
-    with pytest.raises(cr.ShapeError, match=r"BadShapeBackward returned a gradient of shape \(5,\) for an input of shape \(2,\)"):
+    with pytest.raises(cr.ShapeError,
+                       match=r"BadShapeBackward returned a gradient of shape \(5,\) for an input of shape \(2,\)"):
         BadShape.apply(x).sum().backward()
 
 

@@ -324,7 +324,8 @@ _FORGED = {
 }
 
 
-def _forge(path, head, arrays={"a0": np.zeros(2, np.float32)}):
+def _forge(path, head, arrays=None):
+    arrays = {"a0": np.zeros(2, np.float32)} if arrays is None else arrays
     with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
         for name, arr in arrays.items():
             zf.writestr(name + ".npy", _npy(arr))

@@ -1,9 +1,9 @@
 """Low-precision dtypes: differentiable casts, and every primitive with bfloat16/float16 inputs."""
 import numpy as np
 import pytest
+from op_specs import NONDIFF_SPECS, OP_SPECS
 
 import chainrule as cr
-from op_specs import NONDIFF_SPECS, OP_SPECS
 
 LOW = [cr.bfloat16, cr.float16]
 TOL = {cr.bfloat16: 0.05, cr.float16: 0.01}      # relative to 1 + max|reference|

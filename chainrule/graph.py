@@ -9,11 +9,11 @@ import itertools
 import weakref
 from typing import Any, Callable
 
-from .._backend import ndarray, np
-from ..errors import GraphError
-from ..grad_mode import STATE
-from ..tensor import Tensor as _Tensor
-from ..tensor import wrap as _wrap
+from ._backend import ndarray, np
+from .errors import GraphError
+from .grad_mode import STATE
+from .tensor import Tensor as _Tensor
+from .tensor import wrap as _wrap
 
 _FREED = object()
 _SEQUENCE = itertools.count()   # creation order: the engine runs nodes from the newest back
