@@ -9,8 +9,8 @@ Timing discipline (2 cores make every shortcut visible):
 - set-up of every contender first, then ``gc.collect(); gc.freeze()`` so the collector does not
   rescan set-up objects during timing (it stays enabled: a library that makes cycles pays for them);
 - a warm-up call per contender, which also calibrates how many calls make one sample;
-- interleaved repeats (round-robin over contenders), medians, and the spread as half the
-  inter-quartile range in percent of the median;
+- interleaved repeats (round-robin over contenders, by ``chainrule.timing``), medians, and the
+  spread as half the inter-quartile range in percent of the median;
 - a pause (0.2 s) before every sample whose library differs from the previous sample's, because
   BLAS/OpenMP worker threads of the library that ran last keep spinning and steal a core;
 - explicit thread counts: BLAS via threadpoolctl (when installed), torch via ``set_num_threads``.
@@ -32,6 +32,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import numpy as np
+
+from chainrule.timing import interleaved_samples
 
 PAUSE_S = 0.2
 REGRESSION = 1.10
@@ -187,18 +189,18 @@ def run_case(case: Case, repeats: int, min_sample_s: float, pause_s: float) -> R
             step()
             one = max(time.perf_counter() - t0, 1e-7)
             numbers[c.name] = max(1, int(min_sample_s / one))
-        samples: dict[str, list[float]] = {c.name: [] for c in case.contenders}
+        library = {c.name: c.library for c in case.contenders}
         last = None
-        for _ in range(repeats):
-            for c in case.contenders:
-                if pause_s and c.library != last:
-                    time.sleep(pause_s)
-                last = c.library
-                step, n = steps[c.name], numbers[c.name]
-                t0 = time.perf_counter()
-                for _ in range(n):
-                    step()
-                samples[c.name].append((time.perf_counter() - t0) / n)
+
+        def pause(name: str) -> None:
+            nonlocal last
+            if pause_s and library[name] != last:
+                time.sleep(pause_s)
+            last = library[name]
+
+        batches = interleaved_samples({name: _batch(steps[name], numbers[name]) for name in steps},
+                                      repeats, warmup=0, before=pause)
+        samples = {name: [t / numbers[name] for t in s] for name, s in batches.items()}
     finally:
         gc.unfreeze()
     rows = []
@@ -209,6 +211,14 @@ def run_case(case: Case, repeats: int, min_sample_s: float, pause_s: float) -> R
         rows.append(Row(c.name, c.library, med, float(q[1] - q[0]) / 2 / med, len(s),
                         rows_checked[c.name]))
     return Result(case, rows, extras)
+
+
+def _batch(step: Callable[[], Any], n: int) -> Callable[[], None]:
+    """``n`` calls of ``step`` as one sample."""
+    def run() -> None:
+        for _ in range(n):
+            step()
+    return run
 
 
 def _check(case: Case, c: Contender, values: dict) -> str:

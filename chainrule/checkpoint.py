@@ -24,8 +24,8 @@ from ._backend import np
 from .accounting import profile
 from .autograd import engine
 from .autograd.function import Function, FunctionCtx
-from .graph import walk
 from .grad_mode import STATE, enable_grad
+from .graph import walk
 from .ops import PRIMITIVES, apply
 from .random import get_rng_state, set_rng_state, used_rng_state
 from .tensor import Tensor
@@ -104,18 +104,16 @@ class _Checkpoint(Function):
         outs = outs if isinstance(outs, tuple) else (outs,)
         pairs = [(o, g) for o, g in zip(outs, gs) if isinstance(o, Tensor) and o.requires_grad]
         wanted = [x for x, t in zip(xs, ctx.is_tensor) if t and x.requires_grad]
+        found = iter(())
         if pairs:
             roots = [o for o, _ in pairs]
-            if not create_graph:
-                # the inputs are fresh leaves, so every leaf the recomputation reaches (inputs and
-                # closed-over parameters) takes its gradient: a plain backward, no graph walks
-                engine.backward(roots, [g for _, g in pairs], None, False)
-            else:
-                # aliased inputs stay connected to the outer graph: stop there
-                targets = wanted + _closure_leaves(roots, wanted)
-                if targets:
-                    engine.backward(roots, [g for _, g in pairs], None, True, inputs=targets)
-        grads = [x.grad if t and x.requires_grad else None for x, t in zip(xs, ctx.is_tensor)]
+            # the inputs' gradients come back; closed-over parameters accumulate theirs. Fresh leaf
+            # inputs need no graph walk; aliased ones (create_graph) stay connected to the outer
+            # graph, so the walk stops at them and at the closure's leaves
+            stop = None if not create_graph else _closure_leaves(roots, wanted)
+            found = iter(engine.gradients_and_accumulate(roots, [g for _, g in pairs], wanted,
+                                                         create_graph, stop))
+        grads = [next(found, None) if t and x.requires_grad else None for x, t in zip(xs, ctx.is_tensor)]
         return (None, None, *grads)
 
 

@@ -24,9 +24,9 @@ from . import ops as _ops
 from ._backend import np
 from .autograd import engine
 from .autograd.forward import dual_level, make_dual, unpack_dual
-from .graph import walk
 from .errors import DTypeError, ShapeError
 from .grad_mode import STATE, enable_grad, no_grad
+from .graph import walk
 from .ops import alias as _alias
 from .tensor import Tensor
 

@@ -4,17 +4,18 @@ z* = tanh(z* W + x U + b), hidden 32, batch 8, float64, |W|_2 = 0.6 (the layer o
 Hessian of loss(b) = sum(v * z*(b)) with respect to b (32 x 32) by ``cr.hessian`` (forward over
 reverse) through ``cr.fixed_point``, and through k unrolled iterations; then one Hessian-vector
 product with respect to W (1024 entries) by ``cr.hvp``. Also the scalar z = a cos z + x, whose
-d²z/dx² = -a cos z / (1 + a sin z)³ follows from the implicit function theorem.
+d²z/dx² = -a cos z / (1 + a sin z)³ follows from the implicit function theorem. Times are medians
+of runs interleaved over all the methods (each in turn, every round).
 Run: python examples/deq_hessian.py [--fast]
 """
 from __future__ import annotations
 
 import argparse
-import time
 
 import numpy as np
 
 import chainrule as cr
+from chainrule.timing import describe, interleaved_medians
 
 
 def make_layer(hidden: int = 32, features: int = 16, batch: int = 8, seed: int = 0) -> dict:
@@ -46,36 +47,34 @@ def loss_fn(layer: dict, k: int | None):
     return loss
 
 
-def timed(fn, repeats: int = 3):
-    """fn()'s result and its best wall time over ``repeats`` runs."""
-    best = np.inf
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        out = fn()
-        best = min(best, time.perf_counter() - t0)
-    return out, best
-
-
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--fast", action="store_true")
     args = ap.parse_args(argv)
+    rounds = 3 if args.fast else 5
     layer = make_layer()
     W, b = layer["W"], layer["b"]
     V = np.random.default_rng(1).standard_normal(W.shape)
-    implicit = loss_fn(layer, None)
-    H, t_h = timed(lambda: cr.hessian(lambda b: implicit(W, b))(b))
-    (hv, ), t_v = timed(lambda: cr.hvp(lambda W: implicit(W, b), (W,), (V,)))
+    implicit = "implicit (`cr.fixed_point`)"
+    ks = (10, 40) if args.fast else (10, 20, 40, 80)
+    losses = {f"unrolled k = {k}": loss_fn(layer, k) for k in ks}
+    losses[implicit] = loss_fn(layer, None)
+    fns = {}
+    for name, loss in losses.items():
+        fns["hessian", name] = lambda loss=loss: cr.hessian(lambda b: loss(W, b))(b)
+        fns["hvp", name] = lambda loss=loss: cr.hvp(lambda W: loss(W, b), (W,), (V,))[0]
+    out = {key: fn() for key, fn in fns.items()}          # the results, and the timing's warm-up
+    times = interleaved_medians(fns, rounds, warmup=0)
+    print(f"times: {describe(rounds)}")
     print("| method | max |H_b - implicit| | hessian (b) time | max |Hv_W - implicit| "
           "| hvp (W) time |")
     print("|---|---|---|---|---|")
-    for k in ((10, 40) if args.fast else (10, 20, 40, 80)):
-        unrolled = loss_fn(layer, k)
-        Hk, tk = timed(lambda: cr.hessian(lambda b: unrolled(W, b))(b))
-        (hvk, ), tvk = timed(lambda: cr.hvp(lambda W: unrolled(W, b), (W,), (V,)))
-        print(f"| unrolled k = {k} | {np.abs(Hk - H).max():.1e} | {tk * 1e3:.0f} ms | "
-              f"{np.abs(hvk - hv).max():.1e} | {tvk * 1e3:.0f} ms |")
-    print(f"| implicit (`cr.fixed_point`) | — | {t_h * 1e3:.0f} ms | — | {t_v * 1e3:.0f} ms |")
+    for name in losses:
+        h, v = ("—" if name == implicit else
+                f"{np.abs(out[what, name] - out[what, implicit]).max():.1e}" for what in ("hessian", "hvp"))
+        print(f"| {name} | {h} | {times['hessian', name] * 1e3:.0f} ms | {v} | "
+              f"{times['hvp', name] * 1e3:.0f} ms |")
+    H = out["hessian", implicit]
     print(f"symmetry of the implicit Hessian: max |H - Hᵀ| = {np.abs(H - H.T).max():.1e}")
 
     a, x = 0.5, 0.3

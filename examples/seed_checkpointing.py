@@ -3,8 +3,8 @@
 seeds/002 estimates activation memory for 96 layers of 300 MB when checkpointing every k layers
 (L/k checkpoints kept plus one k-layer segment recomputed). Here a real 96-layer MLP is run with
 ``cr.checkpoint_sequential`` and ``cr.profile`` measures the peak bytes saved for backward; the step
-time is the median of a few forward+backward passes, and the gradients are compared with the
-un-checkpointed ones.
+time is the median of forward+backward passes interleaved over the configurations (each config in
+turn, every round), and the gradients are compared with the un-checkpointed ones.
 
     python examples/seed_checkpointing.py               # batch 256, width 128, float32 and float64
     python examples/seed_checkpointing.py --quick       # small layers (used by the tests)
@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import argparse
 import math
-import time
 
 import numpy as np
 
 import chainrule as cr
+from chainrule.timing import describe, interleaved_medians
 
 LAYERS = 96
 
@@ -29,7 +29,8 @@ def seed_table() -> None:
     for k in (1, 4, int(math.sqrt(layers)), 24):
         stored = layers if k == 1 else layers / k + k   # checkpoints kept plus one segment recomputed
         extra = 0 if k == 1 else 1       # roughly one extra forward pass when recomputing
-        print(f"checkpoint every {k:2d} layers: about {stored * act_mb / 1000:5.1f} GB of activations, extra forward passes {extra}")
+        print(f"checkpoint every {k:2d} layers: about {stored * act_mb / 1000:5.1f} GB of activations, "
+              f"extra forward passes {extra}")
 
 
 class Dense:
@@ -66,15 +67,20 @@ def run(layers: list, x: cr.Tensor, segments: int | None) -> cr.Tensor:
     return loss
 
 
-def grads(layers: list, x: cr.Tensor, segments: int | None) -> list:
-    params = params_of(layers)
-    for p in params:
+def step(layers: list, x: cr.Tensor, segments: int | None) -> None:
+    """One training step's autodiff work: clear the gradients, forward, backward."""
+    for p in params_of(layers):
         p.grad = None
     run(layers, x, segments)
-    return [p.grad.data.copy() for p in params]
 
 
-def measure(batch: int, width: int, repeats: int, dtype: type = np.float32) -> list[dict]:
+def grads(layers: list, x: cr.Tensor, segments: int | None) -> list:
+    step(layers, x, segments)
+    return [p.grad.data.copy() for p in params_of(layers)]
+
+
+def measure(batch: int, width: int, rounds: int, dtype: type = np.float32) -> list[dict]:
+    """One row per configuration: memory, FLOPs, gradient difference; step times if ``rounds``."""
     layers = make_layers(width, dtype)
     x = cr.tensor(np.random.default_rng(1).standard_normal((batch, width)).astype(dtype))
     configs = [("1", None), ("4", LAYERS // 4), (f"{LAYERS // round(math.sqrt(LAYERS))}/"
@@ -86,33 +92,29 @@ def measure(batch: int, width: int, repeats: int, dtype: type = np.float32) -> l
         with cr.profile() as p:
             run(layers, x, segments)
         diff = max(float(np.max(np.abs(a - b))) for a, b in zip(reference, grads(layers, x, segments)))
-        rows.append({"every": label, "segments": segments, "peak": p.peak_saved_bytes, "times": [],
+        rows.append({"every": label, "segments": segments, "peak": p.peak_saved_bytes,
                      "diff": diff, "bwd_flops": p.backward_flops, "fwd_flops": p.forward_flops})
-    for _ in range(repeats):              # round robin, so load changes hit every config alike
+    for r in rows:
+        r["layers_worth"] = r["peak"] / (rows[0]["peak"] / LAYERS)
+    if rounds:                              # the runs above were the warm-up
+        times = interleaved_medians({r["every"]: lambda s=r["segments"]: step(layers, x, s)
+                                     for r in rows}, rounds, warmup=0)
         for r in rows:
-            for q in params_of(layers):
-                q.grad = None
-            t0 = time.perf_counter()
-            run(layers, x, r["segments"])
-            r["times"].append(time.perf_counter() - t0)
-    for r in rows:
-        times = r.pop("times")
-        r["time"] = float(np.median(times)) if times else float("nan")
-    base = rows[0]
-    for r in rows:
-        r["layers_worth"] = r["peak"] / (base["peak"] / LAYERS)
-        r["time_ratio"] = r["time"] / base["time"]
+            r["time"] = times[r["every"]]
+            r["time_ratio"] = r["time"] / rows[0]["time"]
     return rows
 
 
-def report(rows: list[dict], dtype_name: str) -> None:
+def report(rows: list[dict], dtype_name: str, rounds: int) -> None:
     base = rows[0]
-    print(f"\nmeasured ({dtype_name}): peak bytes saved for backward, step time (median), max |grad diff|")
+    print(f"\nmeasured ({dtype_name}): peak bytes saved for backward, step time ({describe(rounds)}), "
+          f"max |grad diff|")
     for r in rows:
         seg = "no checkpointing" if r["segments"] is None else f"{r['segments']} segments"
+        flops = (r['fwd_flops'] + r['bwd_flops']) / (base['fwd_flops'] + base['bwd_flops'])
         print(f"checkpoint every {r['every']:>4} layers ({seg:>16}): peak {r['peak'] / 1e6:8.2f} MB "
               f"= {r['layers_worth']:5.1f} layers' worth, step {r['time'] * 1e3:7.1f} ms "
-              f"({r['time_ratio']:.2f}x), counted FLOPs x{(r['fwd_flops'] + r['bwd_flops']) / (base['fwd_flops'] + base['bwd_flops']):.2f}, "
+              f"({r['time_ratio']:.2f}x), counted FLOPs x{flops:.2f}, "
               f"max |grad diff| {r['diff']:.1e}")
     sq = rows[2]
     bound = 2.5 * math.sqrt(LAYERS)
@@ -145,15 +147,15 @@ def plot(rows: list[dict], path: str) -> None:
 
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="small layers, one repeat")
+    parser.add_argument("--quick", action="store_true", help="small layers, fewer rounds")
     parser.add_argument("--plot", metavar="PNG", help="draw memory and time against segment length")
     args = parser.parse_args(argv)
-    batch, width, repeats = (32, 32, 3) if args.quick else (256, 128, 7)
+    batch, width, rounds = (32, 32, 5) if args.quick else (256, 128, 7)
     print("seed formula (96 layers, 300 MB of activations per layer):")
     seed_table()
     print(f"\nchainrule, a real {LAYERS}-layer MLP (relu(h @ W + b)), batch {batch}, width {width}")
-    rows32 = measure(batch, width, repeats, np.float32)
-    report(rows32, "float32")
+    rows32 = measure(batch, width, rounds, np.float32)
+    report(rows32, "float32", rounds)
     rows64 = measure(batch, width, 0, np.float64)
     exact = all(r["diff"] == 0.0 for r in rows64)
     print(f"float32 gradients: max |diff| {max(r['diff'] for r in rows32):.1e} (<= 1e-6: "

@@ -1,10 +1,14 @@
 """The main job, end to end: `python -m chainrule tour --fast` runs every section and prints the
-figures the seeds print (checked here), in seconds."""
+figures the seeds print (checked here), in seconds; every time it prints comes from
+``chainrule.timing`` (tested here with a fake clock)."""
+import os
 import re
 import subprocess
 import sys
 
 import pytest
+
+from chainrule.timing import interleaved_medians, interleaved_samples
 
 
 @pytest.fixture(scope="module")
@@ -44,3 +48,63 @@ def test_measured_claims_hold(tour_output):
     assert acc > 85
     assert "chainrule default (a zero cotangent stays zero): grad = [0.   0.   0.25]" in tour_output
     assert "gradcheck (reverse mode): Jacobian mismatch" in tour_output
+
+
+def test_every_printed_time_is_a_median_of_interleaved_runs(tour_output):
+    sections = re.split(r"\n\[\d+/\d+\] ", tour_output)
+    timed = [s for s in sections if re.search(r"\d ?ms\b", s)]
+    assert len(timed) == 3                                # modes, hvp, checkpointing
+    for text in timed:
+        assert "median of 5 interleaved runs" in text, text.splitlines()[0]
+    assert re.search(r"test accuracy after \d+ epochs: [\d.]+%\n", tour_output)   # no one-shot time
+
+
+def test_checkpointing_lines_carry_medians(tour_output):
+    section = tour_output.split("Checkpointing's memory/time trade-off")[1].split("planner")[0]
+    assert "step time: forward + backward, median of 5 interleaved runs" in section
+    rows = {name: (float(flops), float(ratio)) for name, flops, ratio in re.findall(
+        r"^ *(no checkpointing|\d+ segments): .* FLOPs +([\d.]+) M, step +[\d.]+ ms \(([\d.]+)x\)$",
+        section, re.M)}
+    assert len(rows) == 4
+    assert rows["6 segments"][0] > rows["no checkpointing"][0]     # sqrt(36) segments: recomputation
+    # the time ratio is only sanity-checked: even a median of 5 can invert on a loaded machine
+    assert rows["6 segments"][1] > 0
+
+
+def test_choice_rule_example_prints_medians():
+    run = subprocess.run([sys.executable, "examples/choice_rule.py", "--quick"], capture_output=True,
+                         text=True, timeout=300, cwd=os.path.dirname(os.path.dirname(__file__)))
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.count("median of 3 interleaved runs") == 2       # the Jacobian and hvp tables
+
+
+def _fake(durations, calls, now):
+    """Functions that log their calls and advance the fake clock ``now[0]`` by the next duration."""
+    def make(name):
+        def fn():
+            calls.append(name)
+            now[0] += next(durations[name])
+        return fn
+    return {name: make(name) for name in durations}
+
+
+def test_interleaved_medians_runs_the_functions_in_turn_and_takes_medians():
+    now, calls = [0.0], []
+    durations = {"a": iter([9, 1, 2, 3]), "b": iter([9, 5, 7, 6]), "c": iter([9, 4, 4, 8])}
+    medians = interleaved_medians(_fake(durations, calls, now), rounds=3, warmup=1,
+                                  clock=lambda: now[0])
+    assert calls == ["a", "b", "c"] + ["a", "b", "c"] * 3     # one warm-up each, then A B C rounds
+    assert medians == {"a": 2, "b": 6, "c": 4}               # the warm-ups' 9 s are not samples
+
+
+def test_interleaved_samples_before_hook_is_untimed():
+    now, calls = [0.0], []
+    fns = _fake({"a": iter([1, 2]), "b": iter([3, 4])}, calls, now)
+
+    def before(name):
+        calls.append("before " + name)
+        now[0] += 100
+
+    samples = interleaved_samples(fns, rounds=2, warmup=0, before=before, clock=lambda: now[0])
+    assert calls == ["before a", "a", "before b", "b"] * 2
+    assert samples == {"a": [1, 2], "b": [3, 4]}

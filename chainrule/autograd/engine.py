@@ -9,11 +9,11 @@ from .._backend import np
 from .._dtypes import is_floating as _is_float
 from ..errors import DTypeError, GraphError, ShapeError
 from ..grad_mode import STATE
+from ..graph import walk
 from ..ops import astype as _astype
 from ..ops.reduction import sum_to
 from ..tensor import Tensor as _Tensor
 from ..tensor import wrap as _wrap
-from ..graph import walk
 
 
 def backward(outputs: Sequence[Any], grad_outputs: Sequence[Any] | None, retain_graph: bool | None,
@@ -73,6 +73,20 @@ def grad(outputs: Any, inputs: Any, grad_outputs: Any = None, retain_graph: bool
     return tuple(result)
 
 
+def gradients_and_accumulate(outputs: list, grad_outputs: list, inputs: list, create_graph: bool,
+                             stop: list | None = None) -> list:
+    """Gradients of ``outputs`` for ``inputs``, returned (None where unused), while every other leaf
+    reached accumulates its gradient into ``.grad`` as in ``backward``; with ``stop``, the walk goes
+    no further than ``inputs`` and ``stop`` (tensors), whose nodes are then the only ones run past.
+    What a checkpoint's backward needs: its inputs' gradients back, its closure's parameters filled.
+    """
+    roots = _roots(outputs, grad_outputs, create_graph, "backward")
+    capture = {x._edge(): x for x in inputs}
+    targets = None if stop is None else {**capture, **{t._edge(): t for t in stop}}
+    captured = run(roots, create_graph, create_graph, targets, accumulate=True, capture=capture)
+    return [captured.get(edge) for edge in capture]
+
+
 def _roots(outputs: list, grad_outputs: Any, create_graph: bool, who: str) -> list:
     if grad_outputs is not None and len(grad_outputs) != len(outputs):
         raise ShapeError(f"{who}: got {len(outputs)} outputs but {len(grad_outputs)} grad_outputs")
@@ -106,7 +120,7 @@ def _roots(outputs: list, grad_outputs: Any, create_graph: bool, who: str) -> li
 
 
 def run(roots: list, retain_graph: bool, create_graph: bool, targets: dict | None,
-        accumulate: bool) -> dict:
+        accumulate: bool, capture: dict | None = None) -> dict:
     """Process every node that receives a gradient from ``roots`` once, in dependency order.
 
     Nodes are numbered as they are created, and a node is always created after the nodes of its
@@ -116,7 +130,11 @@ def run(roots: list, retain_graph: bool, create_graph: bool, targets: dict | Non
 
     ``targets`` maps edges to tensors whose gradient is wanted: with ``accumulate`` False their
     cotangents are returned and nothing else is run past them; with True only they accumulate.
+    ``capture`` (default: ``targets`` when not accumulating) names the edges whose cotangents are
+    returned; a captured leaf gives its gradient back instead of accumulating it.
     """
+    if capture is None and not accumulate:
+        capture = targets
     st = STATE
     tensor_mode = create_graph or bool(st.fw_levels) or bool(st.observers)
     needed = root_nodes = None
@@ -159,10 +177,8 @@ def run(roots: list, retain_graph: bool, create_graph: bool, targets: dict | Non
                 continue
             if node.pre_hooks:
                 g = _run_hooks(node, g, tensor_mode)
-            if targets is not None and not accumulate:
-                for nr in range(len(node.metas)):
-                    if (node, nr) in targets:
-                        captured[(node, nr)] = g[nr] if type(g) is list else g
+            if capture is not None and _capture(node, g, capture, captured) and not node.edges:
+                continue                             # a captured leaf gives its gradient back
             if not node.edges:                       # a leaf's AccumulateGrad (the fast test)
                 if accumulate:
                     node.accumulate(g, create_graph, stored)
@@ -205,6 +221,16 @@ def run(roots: list, retain_graph: bool, create_graph: bool, targets: dict | Non
         if collect:
             gc.enable()
     return captured
+
+
+def _capture(node: Any, g: Any, capture: dict, captured: dict) -> bool:
+    """Store ``node``'s cotangents that ``capture`` asks for; say whether there were any."""
+    hit = False
+    for nr in range(len(node.metas)):
+        if (node, nr) in capture:
+            captured[(node, nr)] = g[nr] if type(g) is list else g
+            hit = True
+    return hit
 
 
 def _add(pending: dict, edge: tuple, g: Any) -> None:

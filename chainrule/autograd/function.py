@@ -6,10 +6,10 @@ from typing import Any
 from .._backend import np
 from ..errors import GraphError
 from ..grad_mode import STATE, no_grad
+from ..graph import _FREED, _SEQUENCE, GraphNode, Packed
 from ..ops import zeros_like
 from ..tensor import Tensor, wrap
 from .forward import fit_tangent
-from ..graph import _FREED, _SEQUENCE, GraphNode, Packed
 
 
 class FunctionCtx:

@@ -21,9 +21,9 @@ from typing import Any, Callable, Sequence
 
 from .._backend import ndarray, np
 from .._dtypes import LOW_PRECISION, get_default_dtype, is_floating
-from ..graph import Node
 from ..errors import DTypeError, ShapeError, describe
 from ..grad_mode import STATE
+from ..graph import Node
 from ..tensor import Tensor, _new
 
 VjpRule = Callable[..., Any]

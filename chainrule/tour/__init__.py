@@ -4,36 +4,10 @@ from __future__ import annotations
 
 import argparse
 import time
-from dataclasses import dataclass
-from typing import Callable
 
-
-@dataclass
-class Section:
-    key: str
-    title: str
-    seed: str                      # the seed idea it shows
-    run: Callable[["Context"], None]
-
-
-@dataclass
-class Context:
-    fast: bool = False             # smaller sizes (used by the test suite)
-    out: str | None = None         # directory for PNG plots (needs matplotlib)
-
-    def say(self, text: str = "") -> None:
-        print(text, flush=True)
-
-
-SECTIONS: list[Section] = []
-
-
-def section(key: str, title: str, seed: str) -> Callable:
-    """Register a tour section (in the order modules are imported)."""
-    def register(fn: Callable[[Context], None]) -> Callable[[Context], None]:
-        SECTIONS.append(Section(key, title, seed, fn))
-        return fn
-    return register
+# Section modules. Each registers its sections on import; ORDER follows the seeds' storyline.
+from . import core, memory, modes, precision, programs, training  # noqa: F401
+from ._sections import SECTIONS, Context
 
 
 def run(fast: bool = False, out: str | None = None, only: list[str] | None = None) -> None:
@@ -57,14 +31,6 @@ def main(argv: list[str] | None = None) -> int:
     run(fast=args.fast, out=args.out, only=args.only)
     return 0
 
-
-# Section modules. Each registers its sections on import; ORDER follows the seeds' storyline.
-from . import core  # noqa: E402,F401
-from . import modes  # noqa: E402,F401
-from . import memory  # noqa: E402,F401
-from . import training  # noqa: E402,F401
-from . import precision  # noqa: E402,F401
-from . import programs  # noqa: E402,F401
 
 ORDER = ["graph", "reverse", "modes", "hvp", "activations", "checkpointing", "gradcheck", "training",
          "graph_picture", "precision", "control-flow", "nan-trap", "implicit", "estimators"]

@@ -7,7 +7,7 @@ import numpy as np
 
 import chainrule as cr
 
-from . import Context, section
+from ._sections import Context, section
 
 
 def _chain(t: cr.Tensor) -> list[str]:

@@ -2,13 +2,13 @@
 from __future__ import annotations
 
 import math
-import time
 
 import numpy as np
 
 import chainrule as cr
+from chainrule.timing import describe, interleaved_medians
 
-from . import Context, section
+from ._sections import Context, section
 
 
 def _mlp(depth: int, width: int, batch: int) -> tuple[list, cr.Tensor]:
@@ -47,26 +47,31 @@ def activation_memory(ctx: Context) -> None:
 def checkpointing(ctx: Context) -> None:
     depth, width, batch = (36, 32, 32) if ctx.fast else (64, 128, 256)
     layers, x = _mlp(depth, width, batch)
-    base_peak = base_time = None
-    for segments in (None, depth // 2, round(math.sqrt(depth)), 2):
-        with cr.profile() as p:
-            h = x if segments is None else cr.checkpoint_sequential(layers, segments, x)
-            if segments is None:
-                for f in layers:
-                    h = f(h)
-            h.sum().backward()
-        t0 = time.perf_counter()
-        h = x if segments is None else cr.checkpoint_sequential(layers, segments, x)
+
+    def step(segments: int | None) -> None:
+        h = x
         if segments is None:
             for f in layers:
                 h = f(h)
+        else:
+            h = cr.checkpoint_sequential(layers, segments, x)
         h.sum().backward()
-        elapsed = time.perf_counter() - t0
-        base_peak, base_time = base_peak or p.peak_saved_bytes, base_time or elapsed
+
+    configs = (None, depth // 2, round(math.sqrt(depth)), 2)
+    profiles = []
+    for segments in configs:                  # one profiled step each, also the timing's warm-up
+        with cr.profile() as p:
+            step(segments)
+        profiles.append(p)
+    times = interleaved_medians({s: lambda s=s: step(s) for s in configs}, ctx.rounds, warmup=0)
+    base_peak, base_time = profiles[0].peak_saved_bytes, times[None]
+    ctx.say(f"step time: forward + backward, {describe(ctx.rounds)}")
+    for segments, p in zip(configs, profiles):
         label = "no checkpointing" if segments is None else f"{segments:3d} segments"
         ctx.say(f"{label:>16}: peak saved {p.peak_saved_bytes / 1e6:6.2f} MB "
                 f"({p.peak_saved_bytes / base_peak * depth:5.1f} layers' worth), counted FLOPs "
-                f"{p.total_flops / 1e6:7.1f} M, step {elapsed * 1e3:6.1f} ms ({elapsed / base_time:.2f}x)")
+                f"{p.total_flops / 1e6:7.1f} M, step {times[segments] * 1e3:6.1f} ms "
+                f"({times[segments] / base_time:.2f}x)")
     budget = base_peak // 4
     plan = cr.plan_checkpoints(layers, x, budget)
     ctx.say(f"planner, budget {budget / 1e6:.2f} MB: {plan}")

@@ -4,43 +4,17 @@ The measuring helpers are also used by ``examples/choice_rule.py``.
 """
 from __future__ import annotations
 
-import gc
-import time
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
 import chainrule as cr
+from chainrule.timing import describe, interleaved_medians
 
-from . import Context, section
-
-
-def median_times(fns: dict[str, Callable[[], Any]], repeats: int) -> dict[str, float]:
-    """Median wall time in seconds of each ``fn()``, after a warm-up call.
-
-    The functions run interleaved (one round of all per repeat, in a rotating order), so a busy
-    machine slows them alike and their ratios stay meaningful; as in ``timeit``, garbage
-    collection is off while one runs.
-    """
-    times: dict[str, list] = {name: [] for name in fns}
-    for fn in fns.values():
-        fn()
-    names = list(fns)
-    for r in range(repeats):
-        for name in names[r % len(names):] + names[:r % len(names)]:     # rotate the order
-            fn = fns[name]
-            gc.collect()                # as timeit: no collection of the previous call's garbage
-            gc.disable()
-            try:
-                start = time.perf_counter()
-                fn()
-                times[name].append(time.perf_counter() - start)
-            finally:
-                gc.enable()
-    return {name: float(np.median(t)) for name, t in times.items()}
+from ._sections import Context, section
 
 
-def time_jacobians(n: int, m: int, repeats: int, seed: int = 0) -> dict:
+def time_jacobians(n: int, m: int, rounds: int, seed: int = 0) -> dict:
     """Median times of jacfwd, jacrev and jacobian(mode="auto") on f(x) = tanh(A x), A of shape (m, n)."""
     rng = np.random.default_rng(seed)
     A = rng.standard_normal((m, n)) / np.sqrt(n)
@@ -50,15 +24,15 @@ def time_jacobians(n: int, m: int, repeats: int, seed: int = 0) -> dict:
         return cr.tanh(A @ x)
 
     auto = cr.jacobian(f)
-    result: dict = median_times({"forward": lambda: cr.jacfwd(f)(x),
-                                 "reverse": lambda: cr.jacrev(f)(x),
-                                 "auto": lambda: auto(x)}, repeats)
+    result: dict = interleaved_medians({"forward": lambda: cr.jacfwd(f)(x),
+                                        "reverse": lambda: cr.jacrev(f)(x),
+                                        "auto": lambda: auto(x)}, rounds)
     result["picked"] = auto.last_mode
     result["faster"] = min(("forward", "reverse"), key=result.__getitem__)
     return result
 
 
-def time_hvp(n: int, repeats: int, seed: int = 0) -> dict:
+def time_hvp(n: int, rounds: int, seed: int = 0) -> dict:
     """Median times of f, grad f and hvp on a 2-layer tanh net of width n; and |hvp - H v|."""
     rng = np.random.default_rng(seed)
     A = rng.standard_normal((n, n)) / np.sqrt(n)
@@ -68,8 +42,8 @@ def time_hvp(n: int, repeats: int, seed: int = 0) -> dict:
         return cr.tanh(A @ cr.tanh(A @ x)).sum()
 
     grad_f = cr.grad(f)
-    result: dict = median_times({"f": lambda: f(x), "grad": lambda: grad_f(x),
-                                 "hvp": lambda: cr.hvp(f, (x,), (v,))}, repeats)
+    result: dict = interleaved_medians({"f": lambda: f(x), "grad": lambda: grad_f(x),
+                                        "hvp": lambda: cr.hvp(f, (x,), (v,))}, rounds)
     small = min(n, 40)                  # the dense Hessian check on a slice that stays cheap
     xs, vs, As = x[:small], v[:small], A[:small, :small]
 
@@ -102,11 +76,11 @@ def saved_bytes(depth: int, width: int, mode: str) -> int:
          "forward builds the Jacobian a column per input (cost ~ n), reverse a row per output "
          "(cost ~ m); pick the cheaper dimension")
 def choice_rule(ctx: Context) -> None:
-    big, repeats = (200, 2) if ctx.fast else (1000, 5)
-    ctx.say(f"f(x) = tanh(A x); median of {repeats} runs")
+    big = 200 if ctx.fast else 1000
+    ctx.say(f"f(x) = tanh(A x); times: {describe(ctx.rounds)}")
     ctx.say(f"{'n -> m':>12} {'jacfwd':>10} {'jacrev':>10} {'auto':>10}  auto picked")
     for n, m in ((big, 4), (4, big)):
-        r = time_jacobians(n, m, repeats)
+        r = time_jacobians(n, m, ctx.rounds)
         ctx.say(f"{f'{n} -> {m}':>12} {r['forward'] * 1e3:8.2f}ms {r['reverse'] * 1e3:8.2f}ms "
                 f"{r['auto'] * 1e3:8.2f}ms  {r['picked']} (jacfwd/jacrev = "
                 f"{r['forward'] / r['reverse']:.3g})")
@@ -120,9 +94,9 @@ def choice_rule(ctx: Context) -> None:
 @section("hvp", "Hessian-vector products (forward-over-reverse)",
          "H v = the JVP of the gradient: a small multiple of one gradient, without forming H")
 def hessian_vector(ctx: Context) -> None:
-    n, repeats = (200, 3) if ctx.fast else (1000, 10)
-    r = time_hvp(n, repeats)
-    ctx.say(f"f(x) = sum(tanh(A tanh(A x))), n = {n}; median of {repeats} runs")
+    n = 200 if ctx.fast else 1000
+    r = time_hvp(n, ctx.rounds)
+    ctx.say(f"f(x) = sum(tanh(A tanh(A x))), n = {n}; times: {describe(ctx.rounds)}")
     ctx.say(f"f {r['f'] * 1e3:.2f} ms, grad {r['grad'] * 1e3:.2f} ms, hvp {r['hvp'] * 1e3:.2f} ms: "
             f"hvp/grad = {r['hvp'] / r['grad']:.2f}, hvp/f = {r['hvp'] / r['f']:.2f}")
     ctx.say(f"hvp agrees with hessian(f) @ v (n = 40 slice): max |difference| = {r['error']:.1e}")

@@ -11,7 +11,7 @@ import numpy as np
 
 import chainrule as cr
 
-from . import Context, section
+from ._sections import Context, section
 
 
 def seed_figures(say: Callable[[str], None] = print) -> None:

@@ -6,7 +6,7 @@ import numpy as np
 
 import chainrule as cr
 
-from . import Context, section
+from ._sections import Context, section
 
 
 @section("control-flow", "Control flow: the gradient follows the path taken",

@@ -5,9 +5,9 @@ puts ``retain_grad()`` (once or more, before or after hooks) and ``register_hook
 shift, observe, registered-then-removed, removed between two passes; several per tensor) on random
 leaves, intermediates and the loss, and runs one of the backward schemes in ``MODES`` (plain,
 ``inputs=``, twice with ``retain_graph``, ``autograd.grad``, ``create_graph`` with a second order
-pass, several roots; the two-pass ones also retain and hook between the passes). The SAME program runs in chainrule and in torch; the loss, every
-tensor's ``.grad`` (``None`` included, and whether it requires grad), the gradients
-``autograd.grad`` returns and every gradient an observer hook saw must agree.
+pass, several roots; the two-pass ones also retain and hook between the passes). The SAME program
+runs in chainrule and in torch; the loss, every tensor's ``.grad`` (``None`` included, and whether
+it requires grad), the gradients ``autograd.grad`` returns and every gradient an observer hook saw must agree.
 
 A failure prints the program as torch-style code: paste it into a script to reproduce.
 """

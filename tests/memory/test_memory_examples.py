@@ -4,7 +4,6 @@ import math
 import pathlib
 import re
 
-
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
@@ -44,6 +43,8 @@ def test_seed_checkpointing_quick(capsys, tmp_path):
     assert all(r["diff"] == 0.0 for r in rows["float64"])
     assert re.search(r"sqrt\(L\) segments: peak [\d.]+ layers' worth <= 2\.5\*sqrt\(L\) = 24\.5: OK", out)
     assert "float64 gradients exactly equal: OK" in out
+    assert "step time (median of 5 interleaved runs)" in out
+    assert all(r["time"] > 0 and r["time_ratio"] > 0 for r in rows["float32"])
     assert png.exists() or "needs matplotlib" in out
 
 
@@ -54,3 +55,4 @@ def test_tour_sections(capsys):
     assert re.search(r"no_grad: forward +[\d.]+ MFLOP, saved for backward +0\.00 MB", out)
     assert "after backward: saved 0 B live" in out
     assert "checkpoint plan for 36 layers" in out and "6 segments" in out
+    assert "step time: forward + backward, median of 5 interleaved runs" in out

@@ -47,6 +47,7 @@ def test_examples_print_their_checks(name, argv, expected, capsys, monkeypatch):
 
 def test_deq_hessian_example_matches_unrolled_and_closed_form(capsys, monkeypatch):
     out = _run_example("deq_hessian.py", ["--fast"], capsys, monkeypatch)
+    assert "times: median of 3 interleaved runs" in out
     rows = {m[0]: float(m[1]) for m in re.findall(r"\| unrolled k = (\d+) \| ([\d.e+-]+) \|", out)}
     assert rows["40"] < 1e-9 < rows["10"]              # the unrolled Hessian converges to the implicit one
     sym = float(re.search(r"max \|H - Hᵀ\| = ([\d.e+-]+)", out).group(1))
