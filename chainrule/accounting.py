@@ -101,7 +101,7 @@ class profile:
     def on_save_function(self, ctx: Any) -> None:
         if not any(ctx.needs_input_grad):       # not recorded (no_grad, or no input requires grad)
             return
-        self._hold(ctx, list(ctx._saved), getattr(ctx, "profile_name", "Function"))
+        self._hold(ctx, list(ctx.saved_values), getattr(ctx, "profile_name", "Function"))
         ctx.__dict__.setdefault("_watchers", []).append(self)
 
     def on_release(self, holder: Any) -> None:

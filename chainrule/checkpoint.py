@@ -25,13 +25,12 @@ from .accounting import profile
 from .autograd import engine
 from .autograd.function import Function, FunctionCtx
 from .grad_mode import STATE, enable_grad
-from .graph import walk
+from .graph import closure_leaves
 from .ops import PRIMITIVES, apply
 from .random import get_rng_state, set_rng_state, used_rng_state
 from .tensor import Tensor
 
 log = logging.getLogger("chainrule.checkpoint")
-_ANCHOR = Tensor(np.zeros((), np.float32), requires_grad=True)   # records the node when no arg requires grad
 
 
 def checkpoint(fn: Callable, *args: Any, preserve_rng_state: bool = True,
@@ -57,7 +56,8 @@ def checkpoint(fn: Callable, *args: Any, preserve_rng_state: bool = True,
         return fn(*args)                 # forward mode saves nothing: running fn is its jvp (tangents
                                          # may also come from tensors fn closes over)
     if not any(isinstance(a, Tensor) and a.requires_grad for a in args):
-        args = args + (_ANCHOR,)         # fn may still close over parameters
+        # fn may still close over parameters: a fresh anchor input makes the node be recorded
+        args = args + (Tensor(np.zeros((), np.float32), requires_grad=True),)
         return _Checkpoint.apply(_drop_last(fn), preserve_rng_state, *args)
     return _Checkpoint.apply(fn, preserve_rng_state, *args)
 
@@ -110,7 +110,7 @@ class _Checkpoint(Function):
             # the inputs' gradients come back; closed-over parameters accumulate theirs. Fresh leaf
             # inputs need no graph walk; aliased ones (create_graph) stay connected to the outer
             # graph, so the walk stops at them and at the closure's leaves
-            stop = None if not create_graph else _closure_leaves(roots, wanted)
+            stop = None if not create_graph else closure_leaves(roots, wanted)
             found = iter(engine.gradients_and_accumulate(roots, [g for _, g in pairs], wanted,
                                                          create_graph, stop))
         grads = [next(found, None) if t and x.requires_grad else None for x, t in zip(xs, ctx.is_tensor)]
@@ -128,15 +128,6 @@ def _rng_state(state: dict | None) -> Iterator[None]:
         yield
     finally:
         set_rng_state(stash)
-
-
-def _closure_leaves(roots: list, wanted: list) -> list:
-    """Leaves that require grad reached from ``roots`` other than the recomputation's inputs."""
-    stop = [x.grad_fn for x in wanted if x.grad_fn is not None]
-    skip = {id(x) for x in wanted}
-    leaves = [node.variable() for node in walk([r.grad_fn for r in roots], stop=stop)
-              if node.is_accumulator]
-    return [t for t in leaves if t is not None and id(t) not in skip]
 
 
 # ----- sequential models -----

@@ -15,8 +15,8 @@ from .grad_mode import STATE
 from .tensor import Tensor as _Tensor
 from .tensor import wrap as _wrap
 
-_FREED = object()
-_SEQUENCE = itertools.count()   # creation order: the engine runs nodes from the newest back
+FREED = object()                          # what a node's saved values become once released
+next_seq = itertools.count().__next__   # creation order: the engine runs nodes from the newest back
 
 
 class GraphNode:
@@ -74,6 +74,16 @@ def walk(starts: Any, stop: Any = ()) -> list:
     return order
 
 
+def closure_leaves(roots: list, wanted: list) -> list:
+    """Leaves that require grad reached from the tensors ``roots`` without passing through the
+    tensors ``wanted``, other than those: what a function closes over (checkpoint, implicit)."""
+    stop = [x.grad_fn for x in wanted if x.grad_fn is not None]
+    skip = {id(x) for x in wanted}
+    leaves = [node.variable() for node in walk([r.grad_fn for r in roots], stop=stop)
+              if node.is_accumulator]
+    return [t for t in leaves if t is not None and id(t) not in skip]
+
+
 class Node(GraphNode):
     """The ``grad_fn`` of a tensor produced by a primitive."""
 
@@ -89,7 +99,7 @@ class Node(GraphNode):
                  rare: bool) -> None:
         """Record ``out = prim(*xs)``: keep inputs ``idx`` (and the output if the primitive declares
         it) for the rules. ``rare`` (``STATE.rare``) says whether hooks or observers may be active."""
-        self.seq = next(_SEQUENCE)
+        self.seq = next_seq()
         self.prim = prim
         self.params = params
         self.edges = edges
@@ -118,7 +128,7 @@ class Node(GraphNode):
         if self.out_data is not None:
             self.out_tangents = out._tangents
         if st.hooks:
-            saved, self.out_data = _pack(list(self.saved) or None, self.out_data, out, self)
+            saved, self.out_data = _pack_node(list(self.saved) or None, self.out_data, self)
             self.saved = saved if saved is not None else ()
             self.extra = self.extra or {}
             self.extra["packed"] = True
@@ -133,23 +143,7 @@ class Node(GraphNode):
     def unpack(self, tensor_mode: bool) -> tuple[tuple, Any]:
         """Return (xs, out) for the rules: ndarrays in the fast mode, Tensors otherwise."""
         saved = self.saved
-        if saved is _FREED:
-            raise GraphError(f"{self.name}: trying to backward through the graph a second time (or "
-                             f"directly access saved values after they were freed). Saved "
-                             f"intermediate values are freed after .backward() or autograd.grad(); "
-                             f"pass retain_graph=True to the first call if you need to backward twice")
-        versions = self.versions or {}
-        for i, x in enumerate(saved):
-            if type(x) is Packed:
-                x = x.source()
-                if x is None:           # the tensor is gone, so nothing can have modified it
-                    continue
-            if isinstance(x, _Tensor) and x._version != versions.get(i, 0):
-                raise GraphError(
-                    f"{self.name}: one of the values needed for gradient computation has been "
-                    f"modified by an in-place operation: input {i} of shape {tuple(x.shape)} is at "
-                    f"version {x._version}; expected version {versions.get(i, 0)}. Use an "
-                    f"out-of-place op (x = x + y instead of x += y) or .clone() before modifying it")
+        check_saved(self.name, saved, self.versions or {})
         out = self.out_data
         if type(out) is Packed:
             out = out.unpack(tensor_mode)
@@ -161,11 +155,7 @@ class Node(GraphNode):
             out = t
         if not saved:
             return (None,) * len(self.edges), out
-        if tensor_mode:
-            xs = tuple(x.unpack(True) if type(x) is Packed else x for x in saved)
-        else:
-            xs = tuple(_raw(x) for x in saved)
-        return xs, out
+        return unpack_saved(saved, tensor_mode), out
 
     def release(self) -> None:
         """Free saved values (after a backward without retain_graph)."""
@@ -173,12 +163,12 @@ class Node(GraphNode):
             for ob in self.extra.pop("watchers"):
                 ob.on_release(self)
         if self.out_data is not None:
-            self.saved = _FREED
+            self.saved = FREED
             self.out_data = None
             if self.out_tangents is not None:
                 self.out_tangents = None
         elif self.saved:
-            self.saved = _FREED
+            self.saved = FREED
 
     # ----- the rule -----
     def vjp(self, g: Any, tensor_mode: bool) -> Any:
@@ -186,7 +176,7 @@ class Node(GraphNode):
         if self.prim.passthrough:              # add, alias, copy, astype: g itself, no rule call
             return (g,) * len(self.edges)
         saved = self.saved
-        if tensor_mode or self.extra is not None or saved is _FREED or type(self.out_data) is Packed:
+        if tensor_mode or self.extra is not None or saved is FREED or type(self.out_data) is Packed:
             xs, out = self.unpack(tensor_mode)
         else:                                  # the fast path: ndarrays, no hooks (plain loops: 3.11)
             out = self.out_data
@@ -229,7 +219,7 @@ class AccumulateGrad(GraphNode):
     is_accumulator = True
 
     def __init__(self, t: Any) -> None:
-        self.seq = next(_SEQUENCE)
+        self.seq = next_seq()
         self.variable = weakref.ref(t)
         self.metas = ((t.data.shape, t.data.dtype),)
         self.pre_hooks = None
@@ -283,14 +273,55 @@ class Packed:
         return t
 
 
-def _pack(saved: list | None, out_data: Any, out: Any, node: Node) -> tuple:
+# ----- saved values: one way to pack, check and unpack them (op nodes and custom Functions) -----
+def pack_saved(values: list) -> list:
+    """``values`` with each tensor through the active ``saved_tensors_hooks``' pack (the saved
+    tensor itself, as PyTorch)."""
     pack, unpack = STATE.hooks[-1]
+    return [Packed(pack(x), unpack, x) if isinstance(x, _Tensor) else x for x in values]
+
+
+def check_saved(who: str, saved: Any, versions: dict, what: str = "input") -> None:
+    """Raise if ``saved`` was freed, or if a saved tensor changed in place since it was saved
+    (``versions``: {index: version when saved}, absent meaning 0; ``what``: how to name one)."""
+    if saved is FREED:
+        raise GraphError(f"{who}: the saved values were freed: trying to backward through the graph a "
+                         f"second time (or directly access saved values after they were freed). Saved "
+                         f"intermediate values are freed after .backward() or autograd.grad(); pass "
+                         f"retain_graph=True to the first call if you need to backward twice")
+    for i, x in enumerate(saved):
+        if type(x) is Packed:
+            x = x.source()
+            if x is None:           # the tensor is gone, so nothing can have modified it
+                continue
+        if isinstance(x, _Tensor) and x._version != versions.get(i, 0):
+            raise GraphError(
+                f"{who}: {what} {i} (shape {tuple(x.shape)}) was modified in place after it was "
+                f"saved: one of the values needed for gradient computation has been modified by an "
+                f"in-place operation (it is at version {x._version}; expected version "
+                f"{versions.get(i, 0)}). Use an out-of-place op (x = x + y instead of x += y) or "
+                f".clone() before modifying it")
+
+
+def unpack_saved(saved: Any, tensor_mode: bool) -> tuple:
+    """The saved values for a rule: Tensors (packed ones unpacked) or, in a plain backward, arrays."""
+    if tensor_mode:
+        return tuple(x.unpack(True) if type(x) is Packed else x for x in saved)
+    return tuple(_raw(x) for x in saved)
+
+
+def versions_of(values: Any) -> dict | None:
+    """{index: version} of the saved tensors whose version is not 0 (None if all are 0)."""
+    versions = {i: x._version for i, x in enumerate(values) if isinstance(x, _Tensor) and x._version}
+    return versions or None
+
+
+def _pack_node(saved: list | None, out_data: Any, node: Node) -> tuple:
     if saved is not None:
-        for i, x in enumerate(saved):
-            if isinstance(x, _Tensor):
-                saved[i] = Packed(pack(x), unpack, x)     # as PyTorch: the saved tensor itself
+        saved = pack_saved(saved)
     if out_data is not None:
         src = _wrap(out_data)
+        pack, unpack = STATE.hooks[-1]
         packed = Packed(pack(src), unpack, src)
         packed.grad_fn = node if node.prim.differentiable_out else None
         out_data = packed

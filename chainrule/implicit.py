@@ -22,9 +22,9 @@ from ._dtypes import is_floating
 from .autograd import engine
 from .autograd.forward import dual_level, make_dual, unpack_dual
 from .autograd.function import Function
-from .checkpoint import _closure_leaves
 from .errors import ChainruleError, GraphError, ShapeError
 from .grad_mode import STATE, enable_grad, no_grad
+from .graph import closure_leaves
 from .ops import alias
 from .ops._registry import raw
 from .tensor import Tensor, wrap
@@ -228,7 +228,7 @@ def _linearise(problem: _Problem, z: np.ndarray, params: list, need: Any) -> tup
                for p, n in zip(params, need)]
         r = problem.residual(zt, *pts)
     if problem.checks and isinstance(r, Tensor) and r.requires_grad:
-        hidden = _closure_leaves([r], [zt] + [p for p in pts if isinstance(p, Tensor)])
+        hidden = closure_leaves([r], [zt] + [p for p in pts if isinstance(p, Tensor)])
         if hidden:
             shapes = ", ".join(str(tuple(t.shape)) for t in hidden)
             raise GraphError(f"{problem.name}: the function closes over {len(hidden)} tensor(s) that "

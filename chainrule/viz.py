@@ -6,7 +6,7 @@ import shutil
 import subprocess
 from typing import Any
 
-from .graph import _FREED, Packed, walk
+from .graph import FREED, Packed, walk
 from .tensor import Tensor
 
 
@@ -20,12 +20,12 @@ def saved_bytes(node: Any) -> int:
     """Bytes a graph node keeps for its backward (0 once freed)."""
     saved = getattr(node, "saved", None)
     total = 0
-    if saved is not None and saved is not _FREED:
+    if saved is not None and saved is not FREED:
         total += sum(_nbytes(v) for v in saved if v is not None)
     total += _nbytes(getattr(node, "out_data", None))
     ctx = getattr(node, "ctx", None)
-    if ctx is not None and ctx._saved is not _FREED:
-        total += sum(_nbytes(v) for v in ctx._saved)
+    if ctx is not None and ctx.saved_values is not FREED:
+        total += sum(_nbytes(v) for v in ctx.saved_values)
     return total
 
 

@@ -6,7 +6,7 @@ from typing import Any
 from .._backend import np
 from ..errors import GraphError
 from ..grad_mode import STATE, no_grad
-from ..graph import _FREED, _SEQUENCE, GraphNode, Packed
+from ..graph import FREED, GraphNode, check_saved, next_seq, pack_saved, unpack_saved, versions_of
 from ..ops import zeros_like
 from ..tensor import Tensor, wrap
 from .forward import fit_tangent
@@ -16,38 +16,24 @@ class FunctionCtx:
     """The ``ctx`` handed to a Function's forward, backward and jvp."""
 
     def __init__(self) -> None:
-        self._saved: tuple = ()
-        self._versions: tuple = ()
+        self.saved_values: Any = ()       # what save_for_backward kept (packed by saved-tensor hooks)
+        self.versions: dict | None = None
         self.needs_input_grad: tuple = ()
         self.non_differentiable: set = set()
         self._who = "saved_tensors"       # "MyFnBackward" once Function.apply made this ctx
 
     def save_for_backward(self, *tensors: Any) -> None:
         """Keep tensors for backward; they are checked against in-place changes and freed after use."""
-        self._versions = tuple(getattr(t, "_version", None) for t in tensors)
-        if STATE.hooks:                       # saved_tensors_hooks apply here too, as in PyTorch
-            pack, unpack = STATE.hooks[-1]
-            tensors = tuple(Packed(pack(t), unpack, t) if isinstance(t, Tensor) else t for t in tensors)
-        self._saved = tensors
-        if STATE.observers:
-            for ob in STATE.observers:
-                ob.on_save_function(self)
+        self.versions = versions_of(tensors)
+        # saved_tensors_hooks apply here too, as in PyTorch
+        self.saved_values = tuple(pack_saved(list(tensors))) if STATE.hooks else tensors
+        for ob in STATE.observers:
+            ob.on_save_function(self)
 
     @property
     def saved_tensors(self) -> tuple:
-        if self._saved is _FREED:
-            raise GraphError(f"{self._who}: the saved values were freed by a previous backward; pass "
-                             f"retain_graph=True to backward if you need to run it twice")
-        values = []
-        for i, (t, v) in enumerate(zip(self._saved, self._versions)):
-            packed = type(t) is Packed
-            source = t.source() if packed else t
-            if v is not None and source is not None and source._version != v:
-                raise GraphError(f"{self._who}: saved tensor {i} (shape {source.shape}) was modified "
-                                 f"in place after it was saved (version {source._version}, expected "
-                                 f"{v}); use an out-of-place op or .clone() before modifying it")
-            values.append(t.unpack(True) if packed else t)
-        return tuple(values)
+        check_saved(self._who, self.saved_values, self.versions or {}, "saved tensor")
+        return unpack_saved(self.saved_values, True)
 
     def mark_non_differentiable(self, *tensors: Any) -> None:
         """Declare outputs that never carry a gradient (e.g. an argmax output)."""
@@ -60,7 +46,7 @@ class FunctionNode(GraphNode):
     __slots__ = ("fn_cls", "ctx", "edges", "metas", "pre_hooks", "extra", "seq", "__weakref__")
 
     def __init__(self, fn_cls: type, ctx: FunctionCtx, edges: tuple, metas: tuple) -> None:
-        self.seq = next(_SEQUENCE)
+        self.seq = next_seq()
         self.fn_cls, self.ctx, self.edges, self.metas = fn_cls, ctx, edges, metas
         self.pre_hooks = None
         self.extra = None
@@ -92,8 +78,8 @@ class FunctionNode(GraphNode):
     def release(self) -> None:
         for ob in self.ctx.__dict__.pop("_watchers", ()):
             ob.on_release(self.ctx)
-        if self.ctx._saved:
-            self.ctx._saved = _FREED
+        if self.ctx.saved_values:
+            self.ctx.saved_values = FREED
 
 
 def _as_tensor(x: Any) -> Any:
