@@ -14,7 +14,7 @@ from .. import ops as _ops
 from .._backend import ndarray
 from .._dtypes import is_floating
 from ..errors import DTypeError, ShapeError
-from ..grad_mode import STATE, add_to, remove_from
+from ..grad_mode import STATE, add_to, remove_from, state_scope
 from ..tensor import Tensor, wrap
 
 _level_ids = itertools.count(1)
@@ -62,24 +62,30 @@ def push_tangents(prim: Any, xs: tuple, params: dict, out: Any) -> None:
     return None
 
 
-def _push_nested(prim: Any, xs: tuple, params: dict, out: Any, st: Any) -> None:
-    """Several levels, or tangents that must be recorded: the rules run on Tensors, with the
-    levels >= the one being pushed hidden (tower semantics)."""
+def levels_of(xs: Any) -> list:
+    """The active, visible levels at which some tensor among ``xs`` carries a tangent, in order."""
+    st = STATE
     active, visible = st.fw_levels, st.fw_visible
-    levels: set = set()
-    for x in xs:
-        if isinstance(x, Tensor) and x._tangents:
-            for level in x._tangents:
-                if level <= visible and level in active:
-                    levels.add(level)
+    return sorted({level for x in xs if isinstance(x, Tensor) and x._tangents
+                   for level in x._tangents if level <= visible and level in active})
+
+
+def tower(level: int) -> state_scope:
+    """Scope in which the levels >= ``level`` are hidden, while level ``level``'s tangents are
+    computed (tower semantics: a tangent of level L carries only tangents of outer levels)."""
+    return state_scope(fw_visible=level - 1)
+
+
+def _push_nested(prim: Any, xs: tuple, params: dict, out: Any, st: Any) -> None:
+    """Several levels, or tangents that must be recorded: the rules run on Tensors, level by level."""
+    levels = levels_of(xs)
     if not levels:
         return
     if out._tangents is None:
         out._tangents = {}
     rules = prim.jvps
-    try:
-        for level in sorted(levels):
-            st.fw_visible = level - 1
+    for level in levels:
+        with tower(level):
             tout = None
             for i, x in enumerate(xs):
                 t = x._tangents.get(level) if isinstance(x, Tensor) and x._tangents else None
@@ -95,8 +101,6 @@ def _push_nested(prim: Any, xs: tuple, params: dict, out: Any, st: Any) -> None:
                 tout = ti if tout is None else tout + ti
             if tout is not None:
                 out._tangents[level] = fit_tangent(tout, out, prim.name)
-    finally:
-        st.fw_visible = visible
 
 
 def fit_tangent(t: Any, out: Any, who: str) -> Any:

@@ -9,7 +9,7 @@ from ..grad_mode import STATE, no_grad
 from ..graph import FREED, GraphNode, check_saved, next_seq, pack_saved, unpack_saved, versions_of
 from ..ops import zeros_like
 from ..tensor import Tensor, wrap
-from .forward import fit_tangent
+from .forward import fit_tangent, levels_of, tower
 
 
 class FunctionCtx:
@@ -146,21 +146,17 @@ class Function:
 
 
 def _function_jvp(cls: type, ctx: FunctionCtx, args: tuple, results: list) -> None:
-    st = STATE
-    levels = sorted({lv for a in args if isinstance(a, Tensor) and a._tangents
-                     for lv in a._tangents if lv in st.fw_levels and lv <= st.fw_visible})
+    levels = levels_of(args)
     if not levels:
         return
     if getattr(cls, "jvp", None) is None:
         raise GraphError(f"{cls.__name__}: this Function is used under forward mode (jvp / "
                          f"forward_ad) but defines no jvp(ctx, *tangents); add a static jvp method")
-    visible = st.fw_visible
-    try:
-        for level in levels:
-            st.fw_visible = level - 1
-            tangents = [a._tangents.get(level) if isinstance(a, Tensor) and a._tangents
-                        and level in a._tangents
-                        else (zeros_like(a) if isinstance(a, Tensor) else None) for a in args]
+    for level in levels:
+        tangents = [a._tangents.get(level) if isinstance(a, Tensor) and a._tangents
+                    and level in a._tangents
+                    else (zeros_like(a) if isinstance(a, Tensor) else None) for a in args]
+        with tower(level):
             touts = cls.jvp(ctx, *tangents)
             touts = touts if isinstance(touts, tuple) else (touts,)
             for r, t in zip(results, touts):
@@ -168,8 +164,6 @@ def _function_jvp(cls: type, ctx: FunctionCtx, args: tuple, results: list) -> No
                     if r._tangents is None:
                         r._tangents = {}
                     r._tangents[level] = fit_tangent(t, r, cls.__name__)
-    finally:
-        st.fw_visible = visible
 
 
 Function.jvp = None  # type: ignore[attr-defined]  # optional: define a static jvp(ctx, *tangents)
