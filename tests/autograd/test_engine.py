@@ -290,6 +290,24 @@ def test_in_place_ops_rebase_the_graph():
     np.testing.assert_array_equal(x.grad.data, [1.5, 1.5])
 
 
+def test_saved_tensor_modified_in_place_error_names_the_function():
+    x = cr.tensor([1.0, 2.0], requires_grad=True)
+    h = x * 1.0
+    y = Square.apply(h)
+    h += 1
+    with pytest.raises(cr.GraphError, match=r"SquareBackward: saved tensor 0 \(shape \(2,\)\) was "
+                                            r"modified in place"):
+        y.sum().backward()
+
+
+def test_second_backward_error_names_the_function():
+    x = cr.tensor([1.0, 2.0], requires_grad=True)
+    y = Square.apply(x).sum()
+    y.backward()
+    with pytest.raises(cr.GraphError, match="SquareBackward: the saved values were freed"):
+        y.backward()
+
+
 @pytest.mark.parametrize("ufunc", sorted((u for u in cr.ops._UFUNCS if u.nout == 1), key=lambda u: u.__name__),
                          ids=lambda u: u.__name__)
 def test_every_numpy_ufunc_dispatches_to_chainrule(ufunc):

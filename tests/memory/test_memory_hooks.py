@@ -81,6 +81,36 @@ def test_in_place_change_is_still_detected(rng):
         y.backward()
 
 
+def test_second_derivative_through_a_packed_leaf():
+    x = cr.tensor([1.0, 2.0], dtype=cr.float64, requires_grad=True)
+    with cr.saved_tensors_hooks(lambda t: t, lambda t: t):
+        y = (x * x * x).sum()
+    (g,) = cr.autograd.grad(y, x, create_graph=True)
+    (gg,) = cr.autograd.grad(g.sum(), x)
+    np.testing.assert_allclose(g.data, [3.0, 12.0])
+    np.testing.assert_allclose(gg.data, [6.0, 12.0])
+
+
+def test_saved_tensor_hooks_apply_to_custom_functions():
+    from custom_functions import Square
+    calls = []
+
+    def pack(t):
+        calls.append("pack")
+        return t.data.astype(np.float16)
+
+    def unpack(obj):
+        calls.append("unpack")
+        return obj.astype(np.float64)
+
+    x = cr.tensor([1.5, 2.25], dtype=cr.float64, requires_grad=True)
+    with cr.saved_tensors_hooks(pack, unpack):
+        y = Square.apply(x).sum()
+    y.backward()
+    assert calls == ["pack", "unpack"]
+    np.testing.assert_array_equal(x.grad.data, [3.0, 4.5])     # exact in float16
+
+
 @pytest.mark.parametrize("dtype,lo,hi", [(cr.float16, 1e-5, 2e-3), (cr.bfloat16, 1e-4, 2e-2)])
 def test_save_as_accuracy_and_memory(rng, dtype, lo, hi):
     x = cr.tensor(rng.standard_normal((64, 32)).astype(np.float32))

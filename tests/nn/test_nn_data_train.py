@@ -1,4 +1,5 @@
-"""The digits, user files, the batch iterator, the train command, the tour sections, graph pictures."""
+"""The digits, user files, the batch iterator, the train command (and empty data), the tour sections,
+graph pictures (and DOT escaping)."""
 import os
 import re
 import shutil
@@ -7,7 +8,7 @@ import numpy as np
 import pytest
 
 import chainrule as cr
-from chainrule import data, train, viz
+from chainrule import data, nn, train, viz
 from chainrule.__main__ import main as cli
 from chainrule.tour import run as run_tour
 
@@ -110,6 +111,28 @@ def test_fit_takes_a_custom_step_function():
     assert acc == hist["val_acc"][-1] and model.training
 
 
+def test_evaluate_on_an_empty_dataset_raises_a_clear_error():
+    model = nn.Linear(3, 2, generator=np.random.default_rng(0))
+    with pytest.raises(ValueError, match=r"evaluate: the dataset is empty \(0 examples\)"):
+        train.evaluate(model, np.zeros((0, 3), np.float32), np.zeros(0, np.int64))
+    assert model.training                                     # mode untouched by the failed call
+    cr.nn.init.zeros_(model.weight), cr.nn.init.zeros_(model.bias)
+    loss, acc = train.evaluate(model, np.ones((2, 3), np.float32), np.array([0, 1]))
+    np.testing.assert_allclose(loss, np.log(2), rtol=1e-6)   # equal logits
+    assert acc == 0.5                                         # argmax of a tie is class 0
+
+
+def test_fit_on_a_loader_without_batches_raises_a_clear_error():
+    model = nn.Linear(3, 2, generator=np.random.default_rng(0))
+    opt = cr.optim.SGD(model.parameters(), lr=0.1)
+    loader = data.DataLoader(np.zeros((2, 3), np.float32), np.zeros(2, np.int64), batch_size=4,
+                             drop_last=True)
+    with pytest.raises(ValueError, match=r"fit: the loader yields no batches \(2 examples, "
+                                         r"batch_size=4, drop_last=True\)"):
+        train.fit(model, opt, loader, np.zeros((1, 3), np.float32), np.array([0]), epochs=1,
+                  progress=False, log=lambda s: None)
+
+
 def test_tour_training_sections_fast(capsys, tmp_path):
     run_tour(fast=True, out=str(tmp_path), only=["training", "graph_picture"])
     out = capsys.readouterr().out
@@ -149,3 +172,49 @@ def test_render_writes_dot_and_a_picture(tmp_path, capsys):
         pytest.importorskip("matplotlib", reason="a picture needs Graphviz's 'dot' or matplotlib")
     assert path == str(tmp_path / "g.png") and os.path.getsize(path) > 1000
     assert ("Graphviz 'dot' not found" in capsys.readouterr().out) == no_dot
+
+
+# ----- DOT escaping -----
+_QUOTED = r'"(?:[^"\\\n]|\\.)*"'                          # a DOT string: no raw quote or newline
+_TOKENS = re.compile(rf"\s*({_QUOTED}|->|[\w.]+|[\[\]{{}}=,;])")
+
+
+def _valid_dot_line(line):
+    """True if the line splits into DOT tokens only (an unescaped quote or backslash leaves a rest)."""
+    pos = 0
+    while pos < len(line):
+        m = _TOKENS.match(line, pos)
+        if m is None:
+            return False
+        pos = m.end()
+    return True
+
+
+def test_to_dot_escapes_quotes_backslashes_and_newlines_in_labels():
+    w = nn.Parameter(np.ones(2))
+    x = cr.tensor(np.ones(2), requires_grad=True)
+    name, title = 'a"b\\c', 'my "graph"\nline 2 \\'
+    dot = viz.to_dot((w * x).sum(), params={name: w, "multi\nline": x}, title=title)
+    for line in dot.splitlines():
+        assert _valid_dot_line(line), line
+    labels = [re.sub(r"\\(.)", lambda m: "\n" if m.group(1) == "n" else m.group(1), s[1:-1])
+              for s in re.findall(r'label=(' + _QUOTED + ')', dot)]
+    assert title in labels
+    assert f"{name}\n(2,)" in labels and "multi\nline\n(2,)" in labels
+
+
+def test_to_dot_escapes_custom_function_names():
+    class Odd(cr.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 2
+
+        @staticmethod
+        def backward(ctx, g):
+            return g * 2
+
+    Odd.__name__ = 'Odd"\\'
+    x = cr.tensor([1.0], requires_grad=True)
+    dot = viz.to_dot(Odd.apply(x).sum())
+    assert all(_valid_dot_line(line) for line in dot.splitlines())
+    assert 'Odd\\"\\\\' in dot

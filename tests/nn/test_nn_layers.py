@@ -1,9 +1,12 @@
 """Every layer: gradchecked in float64 (both modes, second order where cheap), compared with torch."""
+import inspect
+
 import numpy as np
 import pytest
 
 import chainrule as cr
 from chainrule import nn
+from chainrule.errors import ShapeError
 from chainrule.nn import functional as F
 
 
@@ -132,6 +135,38 @@ def test_layer_shape_errors_are_raised_at_forward_time():
         nn.Embedding(3, 2)(cr.tensor([3]))
 
 
+def test_conv2d_on_unbatched_input_names_the_expected_layout():
+    # a (C, H, W) input used to be read as N=1, C=8 and blamed on in_channels
+    with pytest.raises(ShapeError, match=r"\(N, C, H, W\)"):
+        F.conv2d(cr.ones((1, 8, 8)), cr.ones((2, 1, 3, 3)))
+    with pytest.raises(ShapeError, match="in_channels=3"):
+        F.conv2d(cr.ones((1, 3, 8, 8)), cr.ones((2, 1, 3, 3)))
+
+
+def test_layer_norm_accepts_an_int_normalized_shape():
+    x = cr.tensor([[1.0, 3.0], [2.0, 6.0]])
+    np.testing.assert_allclose(F.layer_norm(x, 2).data, F.layer_norm(x, (2,)).data)
+
+
+# ----- max_pool2d on integers -----
+@pytest.mark.parametrize("dtype", [np.int32, np.int64, np.uint8, np.int8])
+def test_max_pool2d_pads_integers_with_the_dtype_minimum(dtype):
+    info = np.iinfo(dtype)
+    v = np.array([[info.min, info.min + 1, 5], [info.min, info.min, 7], [2, info.min, 3]], dtype=dtype)
+    x = cr.tensor(v.reshape(1, 1, 3, 3))
+    out = F.max_pool2d(x, 2, stride=2, padding=1)
+    assert out.dtype == dtype
+    # windows of the padded 5x5 map: the top-left one sees only the real value info.min
+    np.testing.assert_array_equal(out.data[0, 0], [[info.min, 5], [2, 7]])
+    np.testing.assert_array_equal(nn.MaxPool2d(3, stride=1, padding=1)(x).data[0, 0],
+                                  [[info.min + 1, 7, 7], [2, 7, 7], [2, 7, 7]])
+
+
+def test_max_pool2d_float_padding_still_uses_minus_infinity():
+    x = cr.tensor(np.full((1, 1, 2, 2), -1e30))
+    np.testing.assert_array_equal(F.max_pool2d(x, 2, stride=1, padding=1).data, np.full((1, 1, 3, 3), -1e30))
+
+
 # ----- dropout -----
 def test_dropout_masks_are_reproducible_and_scaled():
     x = cr.ones((50, 40))
@@ -247,3 +282,12 @@ def test_init_functions_statistics():
         nn.init.xavier_normal_(cr.zeros(3))
     with pytest.raises(ValueError, match="unknown nonlinearity"):
         nn.init.calculate_gain("swish")
+
+
+# ----- every public function of nn.functional and nn.init carries a doctest -----
+@pytest.mark.parametrize("module", [F, nn.init], ids=lambda m: m.__name__)
+def test_public_functions_have_doctests(module):
+    own = [name for name, fn in vars(module).items() if inspect.isfunction(fn)
+           and not name.startswith("_") and fn.__module__ == module.__name__]
+    assert len(own) >= 9
+    assert [name for name in own if ">>>" not in (getattr(module, name).__doc__ or "")] == []

@@ -1,4 +1,5 @@
-"""Module: registration, traversal, modes, state dicts (strict errors, all-or-nothing), hooks."""
+"""Module: registration, traversal, Sequential slices, modes, zero_grad, state dicts (strict errors,
+all-or-nothing), hooks."""
 import numpy as np
 import pytest
 
@@ -50,6 +51,13 @@ def test_registration_and_traversal():
         Broken()
 
 
+def test_sequential_slice_is_a_sequential():
+    m = cr.nn.Sequential(cr.nn.Linear(2, 3), cr.nn.ReLU(), cr.nn.Linear(3, 1))
+    head = m[0:2]
+    assert isinstance(head, cr.nn.Sequential) and len(head) == 2
+    assert head(cr.ones((1, 2))).shape == (1, 3)
+
+
 def test_parameter_refuses_integers():
     with pytest.raises(cr.DTypeError, match="floating dtype"):
         nn.Parameter(np.arange(3))
@@ -69,6 +77,20 @@ def test_train_eval_and_zero_grad():
     assert all(np.all(p.grad.data == 0) for p in net.parameters())
     net.zero_grad()
     assert all(p.grad is None for p in net.parameters())
+
+
+def test_zero_grad_without_set_to_none_zeroes_in_place():
+    m = cr.nn.Linear(2, 2)
+    opt = cr.optim.SGD(m.parameters(), lr=0.1)
+    m(cr.ones((1, 2))).sum().backward()
+    g = m.weight.grad
+    m.zero_grad(set_to_none=False)
+    assert m.weight.grad is g and not g.data.any() and not g.requires_grad
+    m(cr.ones((1, 2))).sum().backward()
+    opt.zero_grad(set_to_none=False)
+    assert not m.weight.grad.data.any()
+    opt.zero_grad()
+    assert m.weight.grad is None
 
 
 def test_state_dict_round_trip():

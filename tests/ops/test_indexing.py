@@ -1,4 +1,5 @@
-"""NumPy indexing on tensors: boolean masks are checked against the dimensions they select from."""
+"""NumPy indexing on tensors: boolean masks are checked against the dimensions they select from;
+an empty list selects nothing."""
 import numpy as np
 import pytest
 
@@ -44,3 +45,11 @@ def test_masks_select_as_numpy_and_scatter_back(index):
 def test_repeat_refuses_bad_counts_clearly(repeats):
     with pytest.raises(cr.ShapeError, match="repeat: repeats must be a non-negative int"):
         cr.repeat(cr.tensor([1.0, 2.0]), repeats)
+
+
+def test_empty_list_index_selects_nothing():
+    x = cr.tensor([1.0, 2.0], requires_grad=True)
+    y = x[[]]
+    assert y.shape == (0,)
+    (y.sum() + x.sum()).backward()
+    np.testing.assert_array_equal(x.grad.data, [1.0, 1.0])

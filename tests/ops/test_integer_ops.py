@@ -1,4 +1,5 @@
-"""Integer arithmetic keeps NumPy's result dtypes; %, // and divmod as NumPy's operators."""
+"""Integer arithmetic keeps NumPy's result dtypes (clip included); %, // and divmod as NumPy's
+operators."""
 import numpy as np
 import pytest
 
@@ -77,3 +78,9 @@ def test_every_op_keeps_numpys_result_dtype_on_integers():
 
 def test_reciprocal_of_integers_is_numpys():
     np.testing.assert_array_equal(cr.reciprocal(cr.tensor([2, 1, -1])).data, [0, 1, -1])
+
+
+def test_clip_keeps_integer_dtype_with_one_bound():
+    out = cr.clip(cr.tensor([1, 5, 9]), None, 6)
+    assert out.dtype == np.int64 and out.tolist() == [1, 5, 6]
+    assert cr.clip(cr.tensor([1, 5, 9]), 3, None).tolist() == [3, 5, 9]

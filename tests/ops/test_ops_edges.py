@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import chainrule as cr
+from chainrule.errors import ShapeError
 
 
 def f64(v, grad=True):
@@ -288,6 +289,57 @@ def test_det_create_graph_at_huge_singular_matrix_raises_clear_error():
     assert g.shape == (100, 100) and not g.data.any()
 
 
+def test_power_gradient_at_zero_base_and_zero_exponent_is_zero():
+    # d(x**0)/dx = 0 everywhere, also at x = 0 (PyTorch gives 0; 0 * 0**-1 = 0 * inf was NaN)
+    x = f64([0.0, 1.0, 2.0])
+    (x ** 0).sum().backward()
+    assert x.grad.tolist() == [0.0, 0.0, 0.0]
+    x = f64([0.0, 2.0, 3.0])
+    (x ** cr.tensor(np.arange(3.0))).sum().backward()   # polynomial features 1, x, x^2
+    assert x.grad.tolist() == [0.0, 1.0, 6.0]
+    _, t = cr.jvp(lambda x: x ** 0.0, (np.array([0.0, 1.0]),), (np.array([1.0, 1.0]),))
+    assert t.tolist() == [0.0, 0.0]
+
+
+def test_power_second_order_with_zero_exponent():
+    y = np.array([0.0, 2.0])
+    assert cr.gradgradcheck(lambda x: cr.power(x, y), (f64([0.5, 1.5]),))
+    assert cr.gradcheck(lambda x: cr.power(x, y), (f64([0.5, 1.5]),), modes=("rev", "fwd"))
+
+
+def test_cumprod_gradient_with_zeros_matches_torch_convention():
+    x = f64([1.0, 0.0, 2.0, 3.0])
+    cr.cumprod(x).sum().backward()
+    # d/dx_i sum_j prod_{k<=j} x_k, exactly: [1, 1+2+6, 0, 0]
+    np.testing.assert_allclose(x.grad.data, [1.0, 9.0, 0.0, 0.0])
+    rng = np.random.default_rng(0)
+    a = rng.normal(size=(3, 4))
+    a[1, 2] = a[0, 1] = 0.0
+    assert cr.gradcheck(lambda x: cr.cumprod(x, axis=1), (f64(a),))
+    assert cr.gradcheck(lambda x: cr.cumprod(x, axis=0), (f64(a),), modes=("fwd",))
+    assert cr.gradgradcheck(lambda x: cr.cumprod(x, axis=1), (f64(a),))
+
+
+def test_hypot_does_not_overflow_in_float32():
+    out = cr.hypot(cr.tensor([3e19, 0.0, np.inf]), cr.tensor([4e19, 0.0, 1.0]))
+    np.testing.assert_allclose(out.data, np.hypot(np.float32([3e19, 0, np.inf]), np.float32([4e19, 0, 1])))
+    assert out.dtype == np.float32
+    assert cr.gradcheck(cr.hypot, (f64([3.0, -1.0, 1e-3]), f64([4.0, 2.0, -5.0])))
+
+
+def test_logaddexp_of_two_minus_infinities_is_minus_infinity():
+    out = cr.logaddexp(cr.tensor([-np.inf, 0.0]), cr.tensor([-np.inf, 0.0]))
+    np.testing.assert_allclose(out.data, np.logaddexp([-np.inf, 0.0], [-np.inf, 0.0]))
+
+
+def test_fmax_fmin_ignore_nans_as_numpy():
+    a, b = np.array([np.nan, 1.0, 3.0]), np.array([2.0, np.nan, 1.0])
+    np.testing.assert_array_equal(cr.fmax(cr.tensor(a), cr.tensor(b)).data, np.fmax(a, b))
+    np.testing.assert_array_equal(cr.fmin(cr.tensor(a), cr.tensor(b)).data, np.fmin(a, b))
+    x = f64(a)
+    cr.fmax(x, f64(b, grad=False)).sum().backward()
+    assert x.grad.tolist() == [0.0, 1.0, 1.0]
+
 
 # ----- empty dimensions: PyTorch's results, empty gradients of the input's shape -----
 EMPTY_PROD = [((0, 3), 1), ((3, 0), 1), ((0, 3), None), ((2, 0, 3), 2), ((2, 0, 3), (0, 2))]
@@ -356,7 +408,7 @@ def test_softmax_family_over_an_empty_axis_matches_torch(name):
     np.testing.assert_array_equal(g, tg)
 
 
-# ----- axis arguments that are not ints -----
+# ----- axis arguments that are not ints, or out of range -----
 @pytest.mark.parametrize("op", ["sum", "mean", "prod", "var", "std", "amax", "logsumexp", "cumsum",
                                 "softmax"])
 def test_a_float_axis_raises_an_error_that_names_the_op_and_the_fix(op):
@@ -375,3 +427,12 @@ def test_axis_errors_name_the_fix_for_tuples_and_non_integral_values():
     with pytest.raises(cr.errors.ShapeError, match=r"^var: .* got '1' \(str\)"):
         cr.var(x, axis="1")
     assert cr.sum(x, axis=np.int64(1)).shape == (2,) and cr.sum(x, axis=[0, 1]).shape == ()
+
+
+@pytest.mark.parametrize("call", [
+    lambda a: cr.moveaxis(a, 5, 0), lambda a: cr.swapaxes(a, 3, 0), lambda a: cr.transpose(a, (0, 3)),
+    lambda a: cr.expand_dims(a, 5), lambda a: cr.stack([a, a], axis=4),
+    lambda a: cr.ops.flatten(a, 5), lambda a: cr.split(a, 1, axis=3), lambda a: cr.take(a, [0], axis=2)])
+def test_out_of_range_axes_raise_instead_of_wrapping(call):
+    with pytest.raises(ShapeError, match="out of bounds"):
+        call(cr.ones((2, 3)))

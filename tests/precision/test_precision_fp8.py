@@ -52,3 +52,8 @@ def test_bad_input_errors():
         fp8.quantize(np.ones(4), dtype=cr.float16)
     with pytest.raises(cr.ShapeError, match="multiple of block_size=3"):
         fp8.quantize(np.ones((2, 4)), block_size=3)
+
+
+def test_fp8_quantize_refuses_non_finite_input():
+    with pytest.raises(ValueError, match="inf/NaN"):
+        cr.fp8.quantize(cr.tensor([1.0, np.inf]))

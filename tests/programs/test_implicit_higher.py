@@ -1,6 +1,7 @@
 """Second and third derivatives through fixed_point / root_solve: the backward and tangent linear
 solves are implicit solves themselves, checked against closed forms (implicit function theorem),
-long unrolled iterations and finite differences, in all four reverse/forward compositions."""
+long unrolled iterations and finite differences, in all four reverse/forward compositions; and a
+closure over a tensor that needs a derivative raises instead of dropping it."""
 import numpy as np
 import pytest
 
@@ -89,6 +90,31 @@ def test_third_derivative_matches_unrolled(third):
     fd = (_contraction_closed_form(0.5, 0.3 + h)[1][1, 1]
           - _contraction_closed_form(0.5, 0.3 - h)[1][1, 1]) / (2 * h)
     np.testing.assert_allclose(d3, fd, rtol=1e-6)
+
+
+def _solve(a):
+    return cr.fixed_point(lambda z, a: a * cr.cos(z), cr.tensor(0.0, dtype=F64), a)
+
+
+@pytest.mark.parametrize("second_order", [
+    lambda: cr.hvp(_solve, (0.5,), (1.0,))[0],
+    lambda: cr.hessian(_solve)(0.5),
+    lambda: cr.jvp(lambda a: cr.jvp(_solve, (a,), (1.0,))[1], (0.5,), (1.0,))[1],
+    lambda: cr.jacfwd(cr.jacfwd(_solve))(0.5),
+    lambda: cr.grad(lambda a: cr.jvp(_solve, (a,), (1.0,))[1])(0.5),
+    lambda: cr.jacrev(cr.jacfwd(_solve))(0.5),
+], ids=["hvp", "hessian", "jvp-jvp", "jacfwd-jacfwd", "grad-jvp", "jacrev-jacfwd"])
+def test_second_order_through_implicit_solve_matches_central_differences(second_order):
+    # all of these once returned 0, then raised; now the solve's second-order terms are solves too
+    h = 1e-5
+    fd = (cr.grad(_solve)(0.5 + h) - cr.grad(_solve)(0.5 - h)) / (2 * h)       # about -0.73
+    np.testing.assert_allclose(float(np.asarray(second_order())), fd, rtol=1e-6)
+
+
+def test_first_order_jvp_with_parameter_requiring_grad_still_works():
+    a = cr.tensor(0.5, dtype=F64, requires_grad=True)
+    _, t = cr.jvp(_solve, (a,), (cr.tensor(1.0, dtype=F64),))
+    np.testing.assert_allclose(t.item(), cr.grad(_solve)(0.5), rtol=1e-8)
 
 
 # ----- a deep-equilibrium layer: Hessians of a loss vs the unrolled iteration -----
@@ -213,12 +239,35 @@ def test_non_converging_inner_solve_raises_convergence_error():
     np.testing.assert_allclose(cr.jacfwd(cr.jacfwd(solve))(a), -4 * np.eye(2), atol=1e-10)
 
 
+def test_fixed_point_closing_over_a_parameter_raises_instead_of_dropping_its_gradient():
+    W = cr.tensor([[0.3, 0.1], [0.0, 0.2]], dtype=F64, requires_grad=True)
+    b = cr.tensor([1.0, 1.0], dtype=F64, requires_grad=True)
+    z = cr.fixed_point(lambda z, b: cr.tanh(W @ z + b), cr.zeros(2, dtype=F64), b)
+    with pytest.raises(cr.GraphError, match=r"closes over 1 tensor.*\(2, 2\).*Pass them as params"):
+        z.sum().backward()
+
+
+def test_fixed_point_with_parameters_passed_explicitly_still_works():
+    W = cr.tensor([[0.3, 0.1], [0.0, 0.2]], dtype=F64, requires_grad=True)
+    b = cr.tensor([1.0, 1.0], dtype=F64, requires_grad=True)
+    z = cr.fixed_point(lambda z, W, b: cr.tanh(W @ z + b), cr.zeros(2, dtype=F64), W, b)
+    z.sum().backward()
+    assert W.grad is not None and b.grad is not None
+
+
 def test_closure_over_a_grad_tensor_still_raises_with_create_graph():
     W = cr.tensor([[0.3, 0.1], [0.0, 0.2]], dtype=F64, requires_grad=True)
     b = cr.tensor([1.0, 1.0], dtype=F64, requires_grad=True)
     z = cr.fixed_point(lambda z, b: cr.tanh(W @ z + b), cr.zeros(2, dtype=F64), b)
     with pytest.raises(cr.GraphError, match=r"closes over 1 tensor.*\(2, 2\)"):
         cr.autograd.grad(z.sum(), b, create_graph=True)
+
+
+def test_fixed_point_closing_over_a_dual_raises_under_forward_mode():
+    def g(a):
+        return cr.fixed_point(lambda z: a * cr.cos(z), cr.tensor(0.0, dtype=F64))
+    with pytest.raises(cr.GraphError, match="forward-mode tangent"):
+        cr.jvp(g, (0.5,), (1.0,))                      # was a tangent of exactly 0
 
 
 def test_integer_param_under_forward_mode_and_second_order():

@@ -1,10 +1,13 @@
-"""Estimators for discrete/random operations: straight-through, Gumbel-softmax, reparam, REINFORCE."""
+"""Estimators for discrete/random operations: straight-through, Gumbel-softmax, reparam, REINFORCE;
+the distributions they draw from (closed forms, integer parameters, probabilities 0 and 1)."""
 import numpy as np
 import pytest
 
 import chainrule as cr
 from chainrule import distributions as D
 from chainrule import estimators as E
+
+F64 = cr.float64
 
 
 def test_straight_through_value_of_hard_gradient_of_soft():
@@ -95,6 +98,34 @@ def test_bad_parameters_are_named():
         D.Bernoulli()
     with pytest.raises(ValueError, match="probs must lie in"):
         D.Bernoulli(probs=1.5)
+
+
+def test_normal_with_integer_parameters_samples_floats():
+    d = cr.distributions.Normal(0, 1)
+    z = d.rsample((1000,), generator=np.random.default_rng(0))
+    assert z.dtype == cr.get_default_dtype()
+    assert 0.8 < float(np.std(z.data)) < 1.2          # was all zeros: eps cast to int64
+
+
+@pytest.mark.parametrize("cls,kw", [(cr.distributions.Bernoulli, {"probs": 1}),
+                                    (cr.distributions.Categorical, {"probs": [1, 3]})])
+def test_integer_probs_are_accepted(cls, kw):
+    d = cls(**kw)
+    assert np.isfinite(np.asarray(d.logits.data)).all()
+
+
+@pytest.mark.parametrize("p", [0.0, 1.0])
+def test_bernoulli_log_prob_is_finite_at_probs_zero_and_one(p):
+    d = cr.distributions.Bernoulli(probs=cr.tensor(p, dtype=F64))
+    taken = d.log_prob(cr.tensor(p, dtype=F64))        # the certain outcome: log 1 = 0
+    assert abs(taken.item()) < 1e-12                   # was nan at p = 1 (inf - inf)
+    assert np.isfinite(d.entropy().item()) and abs(d.entropy().item()) < 1e-12
+
+
+def test_bernoulli_probs_gradient_unchanged_inside():
+    p = cr.tensor(0.3, dtype=F64, requires_grad=True)
+    cr.distributions.Bernoulli(probs=p).log_prob(1.0).backward()
+    np.testing.assert_allclose(p.grad.item(), 1 / 0.3)
 
 
 def _gaussian_report(k=4000, seed=0):

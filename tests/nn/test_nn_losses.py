@@ -1,13 +1,10 @@
-"""Review gaps: cross_entropy/nll_loss with torch's full argument set, integer max-pool padding,
-empty evaluation sets, and DOT escaping. PyTorch is the oracle where it applies (float64, 1e-6)."""
-import inspect
-import re
-
+"""cross_entropy / nll_loss with torch's full argument set (class weights, ignore_index, label
+smoothing, soft targets, K-d inputs, every reduction): PyTorch is the oracle (float64, 1e-6); hand
+values, empty and all-ignored batches, dtypes, and errors that name the op and the fix."""
 import numpy as np
 import pytest
 
 import chainrule as cr
-from chainrule import data, nn, train, viz
 from chainrule.nn import functional as F
 
 SHAPES = [(5, 4), (4,), (3, 4, 2), (2, 4, 3, 2)]       # (N, C), (C,), (N, C, d1), (N, C, d1, d2)
@@ -200,100 +197,3 @@ def test_cross_entropy_errors_name_the_op_and_fix():
         F.cross_entropy(x, np.full((2, 3), 1 / 3), ignore_index=0)
     with pytest.raises(ValueError, match="reduction must be"):
         F.cross_entropy(x, [0, -100], reduction="avg")
-
-
-# ----- max_pool2d on integers -----
-@pytest.mark.parametrize("dtype", [np.int32, np.int64, np.uint8, np.int8])
-def test_max_pool2d_pads_integers_with_the_dtype_minimum(dtype):
-    info = np.iinfo(dtype)
-    v = np.array([[info.min, info.min + 1, 5], [info.min, info.min, 7], [2, info.min, 3]], dtype=dtype)
-    x = cr.tensor(v.reshape(1, 1, 3, 3))
-    out = F.max_pool2d(x, 2, stride=2, padding=1)
-    assert out.dtype == dtype
-    # windows of the padded 5x5 map: the top-left one sees only the real value info.min
-    np.testing.assert_array_equal(out.data[0, 0], [[info.min, 5], [2, 7]])
-    np.testing.assert_array_equal(nn.MaxPool2d(3, stride=1, padding=1)(x).data[0, 0],
-                                  [[info.min + 1, 7, 7], [2, 7, 7], [2, 7, 7]])
-
-
-def test_max_pool2d_float_padding_still_uses_minus_infinity():
-    x = cr.tensor(np.full((1, 1, 2, 2), -1e30))
-    np.testing.assert_array_equal(F.max_pool2d(x, 2, stride=1, padding=1).data, np.full((1, 1, 3, 3), -1e30))
-
-
-# ----- evaluate / fit on empty data -----
-def test_evaluate_on_an_empty_dataset_raises_a_clear_error():
-    model = nn.Linear(3, 2, generator=np.random.default_rng(0))
-    with pytest.raises(ValueError, match=r"evaluate: the dataset is empty \(0 examples\)"):
-        train.evaluate(model, np.zeros((0, 3), np.float32), np.zeros(0, np.int64))
-    assert model.training                                     # mode untouched by the failed call
-    cr.nn.init.zeros_(model.weight), cr.nn.init.zeros_(model.bias)
-    loss, acc = train.evaluate(model, np.ones((2, 3), np.float32), np.array([0, 1]))
-    np.testing.assert_allclose(loss, np.log(2), rtol=1e-6)   # equal logits
-    assert acc == 0.5                                         # argmax of a tie is class 0
-
-
-def test_fit_on_a_loader_without_batches_raises_a_clear_error():
-    model = nn.Linear(3, 2, generator=np.random.default_rng(0))
-    opt = cr.optim.SGD(model.parameters(), lr=0.1)
-    loader = data.DataLoader(np.zeros((2, 3), np.float32), np.zeros(2, np.int64), batch_size=4,
-                             drop_last=True)
-    with pytest.raises(ValueError, match=r"fit: the loader yields no batches \(2 examples, "
-                                         r"batch_size=4, drop_last=True\)"):
-        train.fit(model, opt, loader, np.zeros((1, 3), np.float32), np.array([0]), epochs=1,
-                  progress=False, log=lambda s: None)
-
-
-# ----- DOT escaping -----
-_QUOTED = r'"(?:[^"\\\n]|\\.)*"'                          # a DOT string: no raw quote or newline
-_TOKENS = re.compile(rf"\s*({_QUOTED}|->|[\w.]+|[\[\]{{}}=,;])")
-
-
-def _valid_dot_line(line):
-    """True if the line splits into DOT tokens only (an unescaped quote or backslash leaves a rest)."""
-    pos = 0
-    while pos < len(line):
-        m = _TOKENS.match(line, pos)
-        if m is None:
-            return False
-        pos = m.end()
-    return True
-
-
-def test_to_dot_escapes_quotes_backslashes_and_newlines_in_labels():
-    w = nn.Parameter(np.ones(2))
-    x = cr.tensor(np.ones(2), requires_grad=True)
-    name, title = 'a"b\\c', 'my "graph"\nline 2 \\'
-    dot = viz.to_dot((w * x).sum(), params={name: w, "multi\nline": x}, title=title)
-    for line in dot.splitlines():
-        assert _valid_dot_line(line), line
-    labels = [re.sub(r"\\(.)", lambda m: "\n" if m.group(1) == "n" else m.group(1), s[1:-1])
-              for s in re.findall(r'label=(' + _QUOTED + ')', dot)]
-    assert title in labels
-    assert f"{name}\n(2,)" in labels and "multi\nline\n(2,)" in labels
-
-
-def test_to_dot_escapes_custom_function_names():
-    class Odd(cr.Function):
-        @staticmethod
-        def forward(ctx, x):
-            return x * 2
-
-        @staticmethod
-        def backward(ctx, g):
-            return g * 2
-
-    Odd.__name__ = 'Odd"\\'
-    x = cr.tensor([1.0], requires_grad=True)
-    dot = viz.to_dot(Odd.apply(x).sum())
-    assert all(_valid_dot_line(line) for line in dot.splitlines())
-    assert 'Odd\\"\\\\' in dot
-
-
-# ----- every public function of nn.functional and nn.init carries a doctest -----
-@pytest.mark.parametrize("module", [F, nn.init], ids=lambda m: m.__name__)
-def test_public_functions_have_doctests(module):
-    own = [name for name, fn in vars(module).items() if inspect.isfunction(fn)
-           and not name.startswith("_") and fn.__module__ == module.__name__]
-    assert len(own) >= 9
-    assert [name for name in own if ">>>" not in (getattr(module, name).__doc__ or "")] == []
