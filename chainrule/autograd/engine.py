@@ -177,9 +177,9 @@ def run(roots: list, retain_graph: bool, create_graph: bool, targets: dict | Non
                 continue
             if node.pre_hooks:
                 g = _run_hooks(node, g, tensor_mode)
-            if capture is not None and _capture(node, g, capture, captured) and not node.edges:
+            if capture is not None and _capture(node, g, capture, captured) and node.is_accumulator:
                 continue                             # a captured leaf gives its gradient back
-            if not node.edges:                       # a leaf's AccumulateGrad (the fast test)
+            if node.is_accumulator:
                 if accumulate:
                     node.accumulate(g, create_graph, stored)
                 continue
