@@ -16,6 +16,7 @@ class _State(threading.local):
     ``rare`` is derived: setting any rare field recomputes it, so it cannot go stale; the rare
     fields are immutable (tuples or objects), so every change is such a setting. Set a field for a
     scope with ``state_scope``; add or remove an item of a tuple field with ``add_to``/``remove_from``.
+    Hot paths (the engine, grad-mode scopes) may write a non-rare field through ``STATE.__dict__``.
     """
 
     def __init__(self) -> None:
@@ -108,18 +109,19 @@ class set_grad_enabled:
     """
 
     def __init__(self, mode: bool) -> None:
-        self.prev = STATE.grad_enabled
+        d = STATE.__dict__
+        self.prev = d["grad_enabled"]
         self.mode = bool(mode)
-        STATE.grad_enabled = self.mode
+        d["grad_enabled"] = self.mode
 
     def __enter__(self) -> None:
         return None
 
     def __exit__(self, *exc: object) -> None:
-        STATE.grad_enabled = self.prev
+        STATE.__dict__["grad_enabled"] = self.prev
 
     def __call__(self, fn: Callable) -> Callable:
-        STATE.grad_enabled = self.prev   # used as a decorator: undo the switch made in __init__
+        STATE.__dict__["grad_enabled"] = self.prev   # used as a decorator: undo the switch made in __init__
         return _decorate(fn, self.mode)
 
 
@@ -137,11 +139,12 @@ class _GradMode:
         pass
 
     def __enter__(self) -> None:
-        self.prev = STATE.grad_enabled
-        STATE.grad_enabled = self.mode
+        d = STATE.__dict__
+        self.prev = d["grad_enabled"]
+        d["grad_enabled"] = self.mode
 
     def __exit__(self, *exc: object) -> None:
-        STATE.grad_enabled = self.prev
+        STATE.__dict__["grad_enabled"] = self.prev
 
     def __call__(self, fn: Callable) -> Callable:
         return _decorate(fn, self.mode)

@@ -153,8 +153,9 @@ def run(roots: list, retain_graph: bool, create_graph: bool, targets: dict | Non
     captured: dict = {}
     stored = {id(g) for _, g in roots}      # arrays a leaf's .grad must not alias: the caller's
     anomaly = st.anomaly
-    prev_grad, prev_in_bw = st.grad_enabled, st.in_backward
-    st.grad_enabled, st.in_backward = create_graph, True
+    d = st.__dict__                   # (non-rare fields: the hot path writes the dict directly)
+    prev_grad, prev_in_bw = d["grad_enabled"], d["in_backward"]
+    d["grad_enabled"], d["in_backward"] = create_graph, True
     # A backward allocates many short-lived objects that refcounting frees; the cyclic collector
     # scanning them costs ~8% of a small-op backward, so it waits until the pass is over.
     collect = gc.isenabled()
@@ -217,7 +218,7 @@ def run(roots: list, retain_graph: bool, create_graph: bool, targets: dict | Non
             if not retain_graph:
                 node.release()
     finally:
-        st.grad_enabled, st.in_backward = prev_grad, prev_in_bw
+        d["grad_enabled"], d["in_backward"] = prev_grad, prev_in_bw
         if collect:
             gc.enable()
     return captured

@@ -150,7 +150,7 @@ def apply(prim: Primitive, xs: tuple, params: dict | None = None) -> Any:
         for ob in st["observers"]:
             ob.on_op(prim, datas, params or {}, out_data)
     if not has_tensor:
-        if type(out_data) is _FLOAT64 and _python_scalars(xs):
+        if type(out_data) is _FLOAT64 and type(datas[0]) in _PY_NUMBERS and _python_scalars(xs):
             return out_data.astype(get_default_dtype())   # cr.exp(1.0): the default dtype, as lists
         return out_data
     if type(out_data) is not ndarray:
@@ -202,6 +202,7 @@ def _keep_low_precision(datas: list, out_data: Any) -> Any:
 
 
 _FLOAT64 = np.float64
+_PY_NUMBERS = (float, int, bool)
 
 
 def _python_scalars(xs: tuple) -> bool:
