@@ -1,10 +1,10 @@
 """Automatic mixed precision: ``autocast`` (which op runs in which dtype) and ``GradScaler`` (loss scaling).
 
-Autocast follows PyTorch's op lists: matmul-class primitives (``kind == "matmul"``: matmul, einsum,
-convolutions) run in the low dtype; reductions, softmax/log_softmax, logsumexp, exp/log/pow-like ops
-and linear-algebra solvers run in float32; every other op runs in its inputs' dtype with NumPy's
-promotion. Only float32 (and 16-bit) inputs are cast; float64 is left alone, as in PyTorch. The
-backward runs in the dtypes the forward chose (autocast does not act inside the engine).
+Autocast follows PyTorch's op lists, declared in the op table (``Primitive.autocast``): matmul-class
+primitives (matmul, linear, einsum) run in the low dtype; reductions, softmax/log_softmax, logsumexp,
+exp/log/pow-like ops and linear-algebra solvers run in float32; every other op runs in its inputs'
+dtype with NumPy's promotion. Only float32 (and 16-bit) inputs are cast; float64 is left alone, as
+in PyTorch. The backward runs in the dtypes the forward chose (autocast does not act inside the engine).
 """
 from __future__ import annotations
 
@@ -20,24 +20,16 @@ from .ops import PRIMITIVES, astype, raw
 from .precision import StaleMeter, grad_stats
 from .tensor import wrap
 
-# float32 list: numerically sensitive ops (PyTorch's autocast "fp32" and "fp32_set_opt_dtype" lists)
-FP32_OPS = frozenset({"exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "reciprocal", "power",
-                      "softplus", "sinh", "cosh", "tan", "arcsin", "arccos", "sum", "prod", "cumsum",
-                      "cumprod", "logsumexp", "softmax", "log_softmax", "inv", "solve", "det",
-                      "logabsdet", "cholesky"})
-
 
 def op_policy(name: str) -> str:
-    """Which dtype autocast runs primitive ``name`` in: ``"low"``, ``"float32"`` or ``"input"``.
+    """Which dtype autocast runs primitive ``name`` in: ``"low"``, ``"float32"`` or ``"input"``
+    (its ``autocast`` field in the op table).
 
     >>> from chainrule.amp import op_policy
     >>> op_policy("matmul"), op_policy("log_softmax"), op_policy("relu")
     ('low', 'float32', 'input')
     """
-    prim = PRIMITIVES[name]
-    if name in FP32_OPS or prim.kind == "softmax":
-        return "float32"
-    return "low" if prim.kind == "matmul" else "input"
+    return PRIMITIVES[name].autocast
 
 
 class autocast:
@@ -56,7 +48,6 @@ class autocast:
             raise ValueError(f"autocast: dtype must be cr.bfloat16, cr.float16 or cr.float32, got "
                              f"{self.dtype}")
         self.enabled = enabled
-        self._policies: dict[str, Any] = {}
 
     def __enter__(self) -> autocast:
         self._prev = STATE.autocast
@@ -75,13 +66,10 @@ class autocast:
 
     def cast_inputs(self, prim: Any, xs: tuple) -> tuple:
         """Called by ``ops.apply`` for every op while this autocast is active."""
-        target = self._policies.get(prim.name, 0)
-        if target == 0:
-            policy = op_policy(prim.name)
-            target = self._policies[prim.name] = (None if policy == "input" else
-                                                  self.dtype if policy == "low" else float32)
-        if target is None or STATE.in_backward:
+        policy = prim.autocast
+        if policy == "input" or STATE.in_backward:
             return xs
+        target = self.dtype if policy == "low" else float32
         return tuple([_cast(x, target) for x in xs])
 
 

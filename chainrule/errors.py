@@ -32,3 +32,29 @@ def describe(values: object) -> str:
         else:
             parts.append(f"{tuple(shape)} {getattr(v, 'dtype', '')}".strip())
     return ", ".join(parts)
+
+
+def rule_error(e: Exception, where: str) -> Exception:
+    """The error to raise for ``e``, raised inside a derivative rule: its message prefixed with
+    ``where`` ("backward of 'log'", "forward-mode derivative of 'log'"). chainrule's errors keep
+    their class; NumPy's ValueError/TypeError become ShapeError/DTypeError (still ValueError/
+    TypeError, as at forward time), IndexError stays; anything else becomes a GraphError.
+
+    >>> rule_error(ValueError("singular matrix"), "backward of 'inv'")
+    ShapeError("backward of 'inv': singular matrix")
+    """
+    msg = f"{where}: {e}"
+    if isinstance(e, ChainruleError):
+        cls = type(e)
+    elif isinstance(e, ValueError):
+        cls = ShapeError
+    elif isinstance(e, TypeError):
+        cls = DTypeError
+    elif isinstance(e, IndexError):
+        cls = IndexError
+    else:
+        cls, msg = GraphError, f"{where}: {type(e).__name__}: {e}"
+    try:
+        return cls(msg)
+    except Exception:                         # a class whose constructor takes more than a message
+        return GraphError(msg)

@@ -111,13 +111,14 @@ class Node(GraphNode):
             n = len(xs)
             saved = [None] * n
             versions = None
-            for i in idx:
-                if i < n:
-                    x = saved[i] = xs[i]
-                    if isinstance(x, _Tensor) and x._version:
-                        if versions is None:
-                            versions = self.versions = {}
-                        versions[i] = x._version
+            for i in idx:               # ascending: an open range (saves="xs") ends at the last input
+                if i >= n:
+                    break
+                x = saved[i] = xs[i]
+                if isinstance(x, _Tensor) and x._version:
+                    if versions is None:
+                        versions = self.versions = {}
+                    versions[i] = x._version
         self.saved = saved
         if rare:
             self._save_rare(out)

@@ -191,7 +191,8 @@ NONDIFF_SPECS = {
     "greater_equal": lambda x: x >= 0, "equal": lambda x: x == x, "not_equal": lambda x: x != 0,
     "logical_and": lambda x: (x > 0) & (x < 1), "logical_or": lambda x: (x > 0) | (x < -1),
     "logical_not": lambda x: ~(x > 0), "isnan": cr.isnan, "isfinite": cr.isfinite, "isinf": cr.isinf,
-    "argmax": lambda x: cr.argmax(x, axis=1),
+    "argmax": lambda x: cr.argmax(x, axis=1), "argmin": lambda x: cr.argmin(x, axis=0, keepdims=True),
+    "argsort": lambda x: cr.argsort(x, axis=1),
 }
 
 # Ops whose derivative is piecewise constant (zero): second order adds nothing

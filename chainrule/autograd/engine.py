@@ -7,7 +7,7 @@ from typing import Any, Sequence
 
 from .._backend import np
 from .._dtypes import is_floating as _is_float
-from ..errors import DTypeError, GraphError, ShapeError
+from ..errors import DTypeError, GraphError, ShapeError, rule_error
 from ..grad_mode import STATE
 from ..graph import walk
 from ..ops import astype as _astype
@@ -187,7 +187,12 @@ def run(roots: list, retain_graph: bool, create_graph: bool, targets: dict | Non
             if needed is not None and (node, 0) in targets and len(node.metas) == 1 and \
                     not _upstream_target(node, needed):      # a target with no target behind it
                 continue
-            grads = node.vjp(g, tensor_mode)
+            try:                                     # free when nothing is raised (3.11)
+                grads = node.vjp(g, tensor_mode)
+            except Exception as e:
+                if not hasattr(node, "prim"):        # a cr.Function's backward: the user's own error
+                    raise
+                raise rule_error(e, f"backward of '{node.prim.name}'") from e
             if anomaly:
                 anomaly.check(node, grads)
             for edge, gi in zip(node.edges, grads):

@@ -13,7 +13,7 @@ from typing import Any
 from .. import ops as _ops
 from .._backend import ndarray
 from .._dtypes import is_floating
-from ..errors import DTypeError, ShapeError
+from ..errors import DTypeError, ShapeError, rule_error
 from ..grad_mode import STATE, add_to, remove_from, state_scope
 from ..tensor import Tensor, wrap
 
@@ -53,7 +53,10 @@ def push_tangents(prim: Any, xs: tuple, params: dict, out: Any) -> None:
         rule = rules[0 if variadic else i]
         if rule is None:
             continue
-        ti = rule(t, o, *datas, argnum=i, **params) if variadic else rule(t, o, *datas, **params)
+        try:
+            ti = rule(t, o, *datas, argnum=i, **params) if variadic else rule(t, o, *datas, **params)
+        except Exception as e:
+            raise _rule_error(e, prim) from e
         tout = ti if tout is None else tout + ti
     if tout is not None:
         if out._tangents is None:
@@ -94,13 +97,18 @@ def _push_nested(prim: Any, xs: tuple, params: dict, out: Any, st: Any) -> None:
                 rule = rules[0 if prim.variadic else i]
                 if rule is None:
                     continue
-                if prim.variadic:
-                    ti = rule(t, out, *xs, argnum=i, **params)
-                else:
-                    ti = rule(t, out, *xs, **params)
+                try:
+                    ti = rule(t, out, *xs, argnum=i, **params) if prim.variadic else rule(t, out, *xs, **params)
+                except Exception as e:
+                    raise _rule_error(e, prim) from e
                 tout = ti if tout is None else tout + ti
             if tout is not None:
                 out._tangents[level] = fit_tangent(tout, out, prim.name)
+
+
+def _rule_error(e: Exception, prim: Any) -> Exception:
+    """``e``, raised inside ``prim``'s JVP rule, as the error that names it."""
+    return rule_error(e, f"forward-mode derivative of '{prim.name}'")
 
 
 def fit_tangent(t: Any, out: Any, who: str) -> Any:

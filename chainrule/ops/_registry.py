@@ -35,23 +35,27 @@ class Primitive:
     """One entry of the op table."""
 
     __slots__ = ("name", "forward", "vjps", "jvps", "save_idx", "save_out", "flops", "variadic",
-                 "differentiable_out", "kind", "hint", "decide", "needs", "keep", "passthrough")
+                 "differentiable_out", "kind", "hint", "decide", "needs", "keep", "passthrough",
+                 "accumulate", "autocast")
 
     def __init__(self, name: str, forward: Callable, vjps: Sequence[VjpRule | None] | None,
-                 jvps: Sequence[JvpRule | None] | None, saves: str, flops: FlopRule | None,
+                 jvps: Sequence[JvpRule | None] | str | None, saves: str, flops: FlopRule | None,
                  variadic: bool, kind: str, hint: str, decide: Callable | None = None,
-                 needs: dict | None = None) -> None:
+                 needs: dict | None = None, accumulate: bool = False, autocast: str = "input") -> None:
         self.name = name
         self.forward = forward
         self.vjps = tuple(vjps) if vjps is not None else None
+        self.variadic = variadic
+        if jvps == "linear":          # the op itself, applied to the tangent
+            jvps = linear_jvps(lambda *args, **params: apply(self, args, params), None if variadic else len(vjps))
         self.jvps = tuple(jvps) if jvps is not None else None
         tokens = saves.split()
-        self.save_idx = tuple(_POSITIONS[s] for s in tokens if s in _POSITIONS)
-        if "xs" in tokens:
-            self.save_idx = tuple(range(8))
+        # ascending input indices; "xs": every input, however many (variadic ops), as an open range
+        # that Node cuts at the call's last input
+        self.save_idx = (_EVERY_INPUT if "xs" in tokens
+                         else tuple(sorted(_POSITIONS[s] for s in tokens if s in _POSITIONS)))
         self.save_out = "out" in tokens
         self.flops = flops or _flops_elementwise
-        self.variadic = variadic
         self.differentiable_out = vjps is not None
         # every VJP rule is the identity (add, alias, copy, astype): the engine hands the cotangent
         # straight to the inputs without calling the rules
@@ -67,12 +71,18 @@ class Primitive:
         self.keep = None if needs is None else {
             bits: tuple(sorted({j for i in range(max(needs) + 1) if bits >> i & 1 for j in needs.get(i, ())}))
             for bits in range(1 << (max(needs) + 1))}
+        # 16-bit and FP8 inputs are computed in ``_dtypes.accum_dtype`` (float32) and rounded once:
+        # sums, products, softmax (``_reduce``/``_along`` read this), matmul, linear, einsum (their forwards)
+        self.accumulate = accumulate
+        # the dtype autocast runs the op in: "low" (autocast's dtype), "float32" or "input" (unchanged)
+        self.autocast = autocast
 
     def __repr__(self) -> str:
         return f"Primitive({self.name!r})"
 
 
 _POSITIONS = {"x": 0, "y": 1, "z": 2}
+_EVERY_INPUT = range(1 << 62)
 PRIMITIVES: dict[str, Primitive] = {}
 
 
@@ -81,13 +91,33 @@ def _flops_elementwise(out: Any, *xs: Any, **params: Any) -> int:
 
 
 def defprim(name: str, forward: Callable, vjps: Sequence[VjpRule | None] | None = None,
-            jvps: Sequence[JvpRule | None] | None = None, saves: str = "", flops: FlopRule | None = None,
-            variadic: bool = False, kind: str = "elementwise", hint: str = "",
-            decide: Callable | None = None, needs: dict | None = None) -> Primitive:
-    """Declare a primitive. ``vjps=None`` marks a non-differentiable op (comparisons, argmax)."""
+            jvps: Sequence[JvpRule | None] | str | None = None, saves: str = "",
+            flops: FlopRule | None = None, variadic: bool = False, kind: str = "elementwise",
+            hint: str = "", decide: Callable | None = None, needs: dict | None = None,
+            rules: Sequence[VjpRule | None] | None = None, accumulate: bool = False,
+            autocast: str = "input") -> Primitive:
+    """Declare a primitive. ``vjps=None`` marks a non-differentiable op (comparisons, argmax).
+
+    ``rules``: one rule per input that serves as both its VJP and its JVP, for ops whose Jacobian
+    is symmetric (elementwise ops: ``g * d``; softmax). ``jvps="linear"``: the op is linear in each
+    input separately (reshape, getitem, multiply, matmul), so its JVP is the op itself applied to the
+    tangent; ``vjps`` then states its transposes. ``accumulate``: 16-bit and FP8 inputs are computed
+    in float32 and rounded once. ``autocast``: the dtype ``cr.autocast`` runs the op in.
+
+    >>> PRIMITIVES["reshape"].jvps[0](np.ones(4), None, np.zeros(4), shape=(2, 2), in_shape=(4,))
+    array([[1., 1.],
+           [1., 1.]])
+    """
     if name in PRIMITIVES:
         raise ValueError(f"primitive {name!r} is declared twice")
-    prim = Primitive(name, forward, vjps, jvps, saves, flops, variadic, kind, hint, decide, needs)
+    if autocast not in ("low", "float32", "input"):
+        raise ValueError(f"primitive {name!r}: autocast must be 'low', 'float32' or 'input', got {autocast!r}")
+    if rules is not None:
+        if vjps is not None or jvps is not None:
+            raise ValueError(f"primitive {name!r}: give rules= (both modes) or vjps=/jvps=, not both")
+        vjps = jvps = rules
+    prim = Primitive(name, forward, vjps, jvps, saves, flops, variadic, kind, hint, decide, needs,
+                     accumulate, autocast)
     PRIMITIVES[name] = prim
     return prim
 
@@ -97,24 +127,67 @@ def passthrough(g: Any, out: Any, *xs: Any, **params: Any) -> Any:
     return g
 
 
-def unary(name: str, forward: Callable, deriv: Callable[[Any, Any], Any], saves: str = "x",
+def unary(name: str, forward: Callable, deriv: Callable[[Any, Any], Any] | None = None,
+          saves: str = "x", over: Callable[[Any, Any], Any] | None = None, keep_zero: bool = False,
           **kw: Any) -> Primitive:
-    """Declare an elementwise op from its derivative ``deriv(out, x)``: both rules follow."""
-    return defprim(name, forward,
-                   vjps=(lambda g, out, x: g * deriv(out, x),),
-                   jvps=(lambda t, out, x: t * deriv(out, x),),
+    """Declare an elementwise op from its derivative: the one rule ``g * deriv(out, x)``, or
+    ``g / over(out, x)`` where the derivative is a reciprocal (exact: no rounded ``1 / over``),
+    serves both modes. ``keep_zero``: guard the rule with ``keeping_zero``, for derivatives that can
+    be infinite (log'(0), sqrt'(0)).
+
+    >>> log_rule = PRIMITIVES["log"].vjps[0]          # unary("log", np.log, over=lambda out, x: x, ...)
+    >>> with np.errstate(invalid="ignore"):
+    ...     log_rule(np.array([1.0, 0.0]), None, np.array([2.0, 0.0]))    # 0 / 0 kept 0
+    array([0.5, 0. ])
+    """
+    if over is None:
+        rule = lambda g, out, x: g * deriv(out, x)  # noqa: E731
+    else:
+        rule = lambda g, out, x: g / over(out, x)  # noqa: E731
+    return defprim(name, forward, rules=(keeping_zero(rule) if keep_zero else rule,),
                    saves=saves, **kw)
 
 
-def linear_jvps(prim_fn: Callable, n: int) -> tuple:
-    """JVP rules of an op that is linear in each input separately: substitute the tangent."""
+def keeping_zero(rule: VjpRule) -> VjpRule:
+    """Guard a rule whose local derivative can be inf/NaN (sqrt'(0), log'(0), x/0, ...): an exactly
+    zero cotangent (or tangent) gives exactly zero, not 0 * inf = NaN, so ``where(x > 0, sqrt(x), 0.)``
+    has gradient 0 at x <= 0. ``cr.set_safe_zero_cotangents(False)`` restores 0 * inf = NaN.
+
+    Only the points where the rule is not finite are replaced: where the local derivative is finite
+    the rule is returned untouched, so its derivative with respect to ``g`` (second and higher
+    derivatives, forward-over-reverse) stays the unguarded one. Guarded rules carry ``keeps_zero``.
+
+    >>> with np.errstate(divide="ignore", invalid="ignore"):
+    ...     keeping_zero(lambda g, out, x: g / x)(np.array([0.0, 1.0]), None, np.array([0.0, 0.0]))
+    array([ 0., inf])
+    """
+    def rule_keeping_zero(g: Any, out: Any, *xs: Any, **params: Any) -> Any:
+        r = rule(g, out, *xs, **params)
+        if not STATE.safe_zero:
+            return r
+        zero = (g.data if isinstance(g, Tensor) else g) == 0      # raw(g), inlined: the hot path
+        if not zero.any():
+            return r
+        with np.errstate(invalid="ignore"):
+            bad = zero & ~np.isfinite(raw(r))     # 0 * inf, 0 / 0: the local derivative is not finite
+        if not bad.any():
+            return r
+        return apply(PRIMITIVES["where"], (bad, 0.0, r)) if isinstance(r, Tensor) else np.where(bad, 0, r)
+    rule_keeping_zero.keeps_zero = True
+    return rule_keeping_zero
+
+
+def linear_jvps(prim_fn: Callable, n: int | None) -> tuple:
+    """JVP rules of an op that is linear in each of its ``n`` inputs separately (None: a variadic
+    op's one rule): the op applied with the tangent in place of that input, ``multiply(t, y)``.
+    ``defprim(..., jvps="linear")`` builds them from the primitive itself."""
     def rule(i: int) -> JvpRule:
-        def jvp(t: Any, out: Any, *xs: Any, **params: Any) -> Any:
+        def jvp(t: Any, out: Any, *xs: Any, argnum: int = i, **params: Any) -> Any:
             args = list(xs)
-            args[i] = t
+            args[argnum] = t
             return prim_fn(*args, **params)
         return jvp
-    return tuple(rule(i) for i in range(n))
+    return (rule(0),) if n is None else tuple(rule(i) for i in range(n))
 
 
 def apply(prim: Primitive, xs: tuple, params: dict | None = None) -> Any:

@@ -10,10 +10,9 @@ import math
 from typing import Any
 
 from .._backend import ndarray, np
-from ..grad_mode import STATE
 from ..tensor import Tensor, tensor
 from ..tensor import wrap as _wrap
-from ._registry import apply, defprim, linear_jvps, passthrough, raw, unary
+from ._registry import apply, defprim, keeping_zero, passthrough, raw, unary
 
 _LN2 = math.log(2.0)
 _LN10 = math.log(10.0)
@@ -55,61 +54,31 @@ def _zero(g: Any, out: Any, *xs: Any, **params: Any) -> Any:
 
 
 def _keep_zero(*rules: Any) -> tuple:
-    """Rules whose local derivative can be inf/NaN (sqrt'(0), log'(0), x/0, ...): an exactly zero
-    cotangent (or tangent) gives exactly zero, not 0 * inf = NaN, so ``where(x > 0, sqrt(x), 0.)``
-    has gradient 0 at x <= 0. ``cr.set_safe_zero_cotangents(False)`` restores 0 * inf = NaN.
-
-    Only the points where the rule is not finite are replaced: where the local derivative is finite
-    the rule is returned untouched, so its derivative with respect to ``g`` (second and higher
-    derivatives, forward-over-reverse) stays the unguarded one.
-    """
-    def wrap_rule(rule: Any) -> Any:
-        def rule_keeping_zero(g: Any, out: Any, *xs: Any, **params: Any) -> Any:
-            r = rule(g, out, *xs, **params)
-            if not STATE.safe_zero:
-                return r
-            zero = raw(g) == 0
-            if not zero.any():
-                return r
-            with np.errstate(invalid="ignore"):
-                bad = zero & ~np.isfinite(raw(r))     # 0 * inf, 0 / 0: the local derivative is not finite
-            if not bad.any():
-                return r
-            return where(bad, 0.0, r) if isinstance(r, Tensor) else np.where(bad, 0, r)
-        rule_keeping_zero.keeps_zero = True
-        return rule_keeping_zero
-    return tuple(wrap_rule(rule) for rule in rules)
+    """``keeping_zero`` (see _registry) on each rule: x/0, x**y at 0, arctan2 at the origin."""
+    return tuple(keeping_zero(rule) for rule in rules)
 
 
-# ----- unary: forward, derivative d out / d x -----
-NEGATIVE = defprim("negative", np.negative, vjps=(lambda g, out, x: -g,), jvps=(lambda t, out, x: -t,))
-EXP = unary("exp", np.exp, lambda out, x: out, saves="out")
-EXP2 = unary("exp2", np.exp2, lambda out, x: out * _LN2, saves="out")
-LOG = defprim("log", np.log, vjps=_keep_zero(lambda g, out, x: g / x),
-              jvps=_keep_zero(lambda t, out, x: t / x), saves="x",
-              hint="log is only defined for x > 0.")
-LOG2 = defprim("log2", np.log2, vjps=_keep_zero(lambda g, out, x: g / (x * _LN2)),
-               jvps=_keep_zero(lambda t, out, x: t / (x * _LN2)), saves="x")
-LOG10 = defprim("log10", np.log10, vjps=_keep_zero(lambda g, out, x: g / (x * _LN10)),
-                jvps=_keep_zero(lambda t, out, x: t / (x * _LN10)), saves="x")
-LOG1P = defprim("log1p", np.log1p, vjps=_keep_zero(lambda g, out, x: g / (1 + x)),
-                jvps=_keep_zero(lambda t, out, x: t / (1 + x)), saves="x")
-EXPM1 = unary("expm1", np.expm1, lambda out, x: out + 1, saves="out")
-SQRT = defprim("sqrt", np.sqrt, vjps=_keep_zero(lambda g, out, x: g / (2 * out)),
-               jvps=_keep_zero(lambda t, out, x: t / (2 * out)), saves="out")
-CBRT = defprim("cbrt", np.cbrt, vjps=_keep_zero(lambda g, out, x: g / (3 * out * out)),
-               jvps=_keep_zero(lambda t, out, x: t / (3 * out * out)), saves="out")
+# ----- unary: forward, derivative d out / d x (or the divisor of g where it is a reciprocal) -----
+NEGATIVE = defprim("negative", np.negative, rules=(lambda g, out, x: -g,))
+EXP = unary("exp", np.exp, lambda out, x: out, saves="out", autocast="float32")
+EXP2 = unary("exp2", np.exp2, lambda out, x: out * _LN2, saves="out", autocast="float32")
+LOG = unary("log", np.log, over=lambda out, x: x, keep_zero=True, autocast="float32",
+            hint="log is only defined for x > 0.")
+LOG2 = unary("log2", np.log2, over=lambda out, x: x * _LN2, keep_zero=True, autocast="float32")
+LOG10 = unary("log10", np.log10, over=lambda out, x: x * _LN10, keep_zero=True, autocast="float32")
+LOG1P = unary("log1p", np.log1p, over=lambda out, x: 1 + x, keep_zero=True, autocast="float32")
+EXPM1 = unary("expm1", np.expm1, lambda out, x: out + 1, saves="out", autocast="float32")
+SQRT = unary("sqrt", np.sqrt, over=lambda out, x: 2 * out, saves="out", keep_zero=True)
+CBRT = unary("cbrt", np.cbrt, over=lambda out, x: 3 * out * out, saves="out", keep_zero=True)
 SIN = unary("sin", np.sin, lambda out, x: cos(x))
 COS = unary("cos", np.cos, lambda out, x: -sin(x))
-TAN = unary("tan", np.tan, lambda out, x: 1 + out * out, saves="out")
-ARCSIN = defprim("arcsin", np.arcsin, vjps=_keep_zero(lambda g, out, x: g / sqrt(1 - x * x)),
-                 jvps=_keep_zero(lambda t, out, x: t / sqrt(1 - x * x)), saves="x")
-ARCCOS = defprim("arccos", np.arccos, vjps=_keep_zero(lambda g, out, x: -g / sqrt(1 - x * x)),
-                 jvps=_keep_zero(lambda t, out, x: -t / sqrt(1 - x * x)), saves="x")
-ARCTAN = defprim("arctan", np.arctan, vjps=(lambda g, out, x: g / (1 + x * x),),
-                 jvps=(lambda t, out, x: t / (1 + x * x),), saves="x")
-SINH = unary("sinh", np.sinh, lambda out, x: cosh(x))
-COSH = unary("cosh", np.cosh, lambda out, x: sinh(x))
+TAN = unary("tan", np.tan, lambda out, x: 1 + out * out, saves="out", autocast="float32")
+ARCSIN = unary("arcsin", np.arcsin, over=lambda out, x: sqrt(1 - x * x), keep_zero=True, autocast="float32")
+ARCCOS = unary("arccos", np.arccos, over=lambda out, x: -sqrt(1 - x * x), keep_zero=True,
+               autocast="float32")
+ARCTAN = defprim("arctan", np.arctan, rules=(lambda g, out, x: g / (1 + x * x),), saves="x")
+SINH = unary("sinh", np.sinh, lambda out, x: cosh(x), autocast="float32")
+COSH = unary("cosh", np.cosh, lambda out, x: sinh(x), autocast="float32")
 
 
 # tanh'(x) = 1 - tanh(x)^2 as one fused node (PyTorch's tanh_backward): x (1 - y^2), with x the
@@ -122,12 +91,10 @@ def _tanh_rule(g: Any, out: Any, x: Any = None) -> Any:
 
 
 TANH_BACKWARD = defprim("tanh_backward", lambda x, y: x * (1 - y * y),
-                        vjps=(lambda g, out, x, y: _tanh_rule(g, y),
-                              lambda g, out, x, y: -2 * g * x * y),
-                        jvps=(lambda t, out, x, y: _tanh_rule(t, y),
-                              lambda t, out, x, y: -2 * t * x * y), saves="x y",
+                        rules=(lambda g, out, x, y: _tanh_rule(g, y),
+                               lambda g, out, x, y: -2 * g * x * y), saves="x y",
                         needs={0: (1,), 1: (0, 1)}, flops=lambda out, x, y: 3 * int(np.size(out)))
-TANH = defprim("tanh", np.tanh, vjps=(_tanh_rule,), jvps=(_tanh_rule,), saves="out")
+TANH = defprim("tanh", np.tanh, rules=(_tanh_rule,), saves="out")
 
 
 def tanh_backward(x: Any, y: Any) -> Any:
@@ -140,37 +107,31 @@ def tanh_backward(x: Any, y: Any) -> Any:
     return _tanh_rule(x, y)
 
 
-ARCSINH = defprim("arcsinh", np.arcsinh, vjps=(lambda g, out, x: g / sqrt(x * x + 1),),
-                  jvps=(lambda t, out, x: t / sqrt(x * x + 1),), saves="x")
-ARCCOSH = defprim("arccosh", np.arccosh, vjps=_keep_zero(lambda g, out, x: g / sqrt(x * x - 1)),
-                  jvps=_keep_zero(lambda t, out, x: t / sqrt(x * x - 1)), saves="x")
-ARCTANH = defprim("arctanh", np.arctanh, vjps=_keep_zero(lambda g, out, x: g / (1 - x * x)),
-                  jvps=_keep_zero(lambda t, out, x: t / (1 - x * x)), saves="x")
+ARCSINH = defprim("arcsinh", np.arcsinh, rules=(lambda g, out, x: g / sqrt(x * x + 1),), saves="x")
+ARCCOSH = unary("arccosh", np.arccosh, over=lambda out, x: sqrt(x * x - 1), keep_zero=True)
+ARCTANH = unary("arctanh", np.arctanh, over=lambda out, x: 1 - x * x, keep_zero=True)
 SIGMOID = unary("sigmoid", _sigmoid_numpy, lambda out, x: out * (1 - out), saves="out")
 # relu'(0) = 0, as in PyTorch and JAX
 # relu'(x) read from the output (out > 0 iff x > 0): the pre-activation need not be kept (PyTorch too)
-RELU = defprim("relu", _relu_numpy, vjps=(lambda g, out, x: g * (out > 0),),
-               jvps=(lambda t, out, x: t * (out > 0),), saves="out", decide=lambda x: x > 0)
-SOFTPLUS = unary("softplus", _softplus_numpy, lambda out, x: sigmoid(x))
+RELU = defprim("relu", _relu_numpy, rules=(lambda g, out, x: g * (out > 0),), saves="out",
+               decide=lambda x: x > 0)
+SOFTPLUS = unary("softplus", _softplus_numpy, lambda out, x: sigmoid(x), autocast="float32")
 ERF = unary("erf", _erf_numpy, lambda out, x: _TWO_OVER_SQRT_PI * exp(-x * x))
 # exact (erf) GELU, torch.nn.functional.gelu's default
 GELU = unary("gelu", _gelu_numpy,
              lambda out, x: 0.5 * (1 + erf(x * _SQRT_HALF)) + x * _INV_SQRT_2PI * exp(-0.5 * x * x))
 # abs'(0) = 0 (sign(0) = 0), as in PyTorch
 ABS = unary("abs", np.abs, lambda out, x: sign(x), decide=np.sign)
-RECIPROCAL = defprim("reciprocal", np.reciprocal,
-                     vjps=_keep_zero(lambda g, out, x: -g * (out * out)),
-                     jvps=_keep_zero(lambda t, out, x: -t * (out * out)), saves="out")
+RECIPROCAL = unary("reciprocal", np.reciprocal, lambda out, x: -(out * out), saves="out", keep_zero=True,
+                   autocast="float32")
 SQUARE = unary("square", np.square, lambda out, x: 2 * x)
 # Piecewise-constant ops: zero gradient everywhere (PyTorch's convention), not "no gradient".
-SIGN = defprim("sign", np.sign, vjps=(_zero,), jvps=(_zero,), kind="discrete")
-ROUND = defprim("round", np.round, vjps=(_zero,), jvps=(_zero,), kind="discrete")
-FLOOR = defprim("floor", np.floor, vjps=(_zero,), jvps=(_zero,), kind="discrete")
-CEIL = defprim("ceil", np.ceil, vjps=(_zero,), jvps=(_zero,), kind="discrete")
-COPY = defprim("copy", np.copy, vjps=(passthrough,), jvps=(passthrough,),
-               flops=lambda out, x: 0, kind="shape")
-ALIAS = defprim("alias", lambda x: x.view() if hasattr(x, "view") else x,
-                vjps=(passthrough,), jvps=(passthrough,))
+SIGN = defprim("sign", np.sign, rules=(_zero,), kind="discrete")
+ROUND = defprim("round", np.round, rules=(_zero,), kind="discrete")
+FLOOR = defprim("floor", np.floor, rules=(_zero,), kind="discrete")
+CEIL = defprim("ceil", np.ceil, rules=(_zero,), kind="discrete")
+COPY = defprim("copy", np.copy, rules=(passthrough,), flops=lambda out, x: 0, kind="shape")
+ALIAS = defprim("alias", lambda x: x.view() if hasattr(x, "view") else x, rules=(passthrough,))
 
 
 def _astype_forward(x: Any, dtype: Any) -> Any:
@@ -178,21 +139,17 @@ def _astype_forward(x: Any, dtype: Any) -> Any:
 
 
 # The engine casts a cotangent to its input's dtype, so astype's rule is the identity.
-ASTYPE = defprim("astype", _astype_forward, vjps=(passthrough,),
-                 jvps=(lambda t, out, x, dtype: astype(t, dtype),))
+ASTYPE = defprim("astype", _astype_forward, vjps=(passthrough,), jvps="linear")
 
 
 # ----- binary -----
-ADD = defprim("add", np.add, vjps=(passthrough, passthrough), jvps=(passthrough, passthrough))
-SUBTRACT = defprim("subtract", np.subtract, vjps=(lambda g, out, x, y: g, lambda g, out, x, y: -g),
-                   jvps=(lambda t, out, x, y: t, lambda t, out, x, y: -t))
+ADD = defprim("add", np.add, rules=(passthrough, passthrough))
+SUBTRACT = defprim("subtract", np.subtract, rules=(passthrough, lambda g, out, x, y: -g))
 MULTIPLY = defprim("multiply", np.multiply,
-                   vjps=(lambda g, out, x, y: g * y, lambda g, out, x, y: g * x),
-                   jvps=linear_jvps(lambda x, y: multiply(x, y), 2), saves="x y",
-                   needs={0: (1,), 1: (0,)})
+                   vjps=(lambda g, out, x, y: g * y, lambda g, out, x, y: g * x), jvps="linear",
+                   saves="x y", needs={0: (1,), 1: (0,)})
 DIVIDE = defprim("divide", np.divide,
-                 vjps=_keep_zero(lambda g, out, x, y: g / y, lambda g, out, x, y: -g * out / y),
-                 jvps=_keep_zero(lambda t, out, x, y: t / y, lambda t, out, x, y: -t * out / y),
+                 rules=_keep_zero(lambda g, out, x, y: g / y, lambda g, out, x, y: -g * out / y),
                  saves="y out")
 
 
@@ -212,7 +169,8 @@ def _dpow_dbase(x: Any, y: Any) -> Any:
     return where(y == 0, 0.0, d)
 
 
-_POW_BASE_KEEPING_ZERO = _keep_zero(lambda g, out, x, y: g * _dpow_dbase(x, y))[0]
+_POW_BASE_KEEPING_ZERO, _POW_EXP = _keep_zero(lambda g, out, x, y: g * _dpow_dbase(x, y),
+                                              lambda g, out, x, y: g * _dpow_dexp(out, x))
 
 
 def _pow_base(g: Any, out: Any, x: Any, y: Any) -> Any:
@@ -225,40 +183,31 @@ def _pow_base(g: Any, out: Any, x: Any, y: Any) -> Any:
 _pow_base.keeps_zero = True
 
 
-POWER = defprim("power", np.power,
-                vjps=(_pow_base, _keep_zero(lambda g, out, x, y: g * _dpow_dexp(out, x))[0]),
-                jvps=(_pow_base, _keep_zero(lambda t, out, x, y: t * _dpow_dexp(out, x))[0]),
-                saves="x y out")
+POWER = defprim("power", np.power, rules=(_pow_base, _POW_EXP), saves="x y out", autocast="float32")
 
 
 # floor_divide is piecewise constant: zero gradient, as floor. mod(x, y) = x - floor(x / y) * y:
 # gradient 1 for x and -floor(x / y) for y (PyTorch's remainder). Both keep NumPy's result dtypes.
-FLOOR_DIVIDE = defprim("floor_divide", np.floor_divide, vjps=(_zero, _zero), jvps=(_zero, _zero),
-                       kind="discrete", decide=np.floor_divide)
-MOD = defprim("mod", np.remainder,
-              vjps=(passthrough, lambda g, out, x, y: -g * floor_divide(x, y)),
-              jvps=(passthrough, lambda t, out, x, y: -t * floor_divide(x, y)), saves="x y",
-              needs={1: (0, 1)}, decide=np.floor_divide)
+FLOOR_DIVIDE = defprim("floor_divide", np.floor_divide, rules=(_zero, _zero), kind="discrete",
+                       decide=np.floor_divide)
+MOD = defprim("mod", np.remainder, rules=(passthrough, lambda g, out, x, y: -g * floor_divide(x, y)),
+              saves="x y", needs={1: (0, 1)}, decide=np.floor_divide)
 
 
-def _arg_mask(a: Any, b: Any, strict_greater: bool) -> Any:
-    # 1 where a wins, 0 where it loses, 1/2 on ties: ties split the gradient evenly (PyTorch)
-    win = a > b if strict_greater else a < b
-    return where(a == b, 0.5, where(win, 1.0, 0.0))
+def _extremum(name: str, forward: Any, greater: bool) -> Any:
+    """maximum (``greater``) or minimum: the gradient goes to the winner; ties split it evenly (PyTorch)."""
+    def share(a: Any, b: Any) -> Any:
+        # 1 where a wins, 0 where it loses, 1/2 on ties
+        return where(a == b, 0.5, where(a > b if greater else a < b, 1.0, 0.0))
+    return defprim(name, forward, rules=(lambda g, out, x, y: g * share(x, y),
+                                         lambda g, out, x, y: g * share(y, x)),
+                   saves="x y", decide=lambda x, y: np.sign(np.subtract(x, y)))
 
 
-MAXIMUM = defprim("maximum", np.maximum,
-                  vjps=(lambda g, out, x, y: g * _arg_mask(x, y, True),
-                        lambda g, out, x, y: g * _arg_mask(y, x, True)),
-                  jvps=(lambda t, out, x, y: t * _arg_mask(x, y, True),
-                        lambda t, out, x, y: t * _arg_mask(y, x, True)), saves="x y",
-                  decide=lambda x, y: np.sign(np.subtract(x, y)))
-MINIMUM = defprim("minimum", np.minimum,
-                  vjps=(lambda g, out, x, y: g * _arg_mask(x, y, False),
-                        lambda g, out, x, y: g * _arg_mask(y, x, False)),
-                  jvps=(lambda t, out, x, y: t * _arg_mask(x, y, False),
-                        lambda t, out, x, y: t * _arg_mask(y, x, False)), saves="x y",
-                  decide=lambda x, y: np.sign(np.subtract(x, y)))
+MAXIMUM = _extremum("maximum", np.maximum, greater=True)
+MINIMUM = _extremum("minimum", np.minimum, greater=False)
+
+
 def _inv_r2(x: Any, y: Any) -> Any:
     # 1 / (x^2 + y^2), taken as 0 at the origin (0/0), where arctan2 has no derivative, as PyTorch
     r2 = x * x + y * y
@@ -269,16 +218,11 @@ def _inv_r2(x: Any, y: Any) -> Any:
 
 
 ARCTAN2 = defprim("arctan2", np.arctan2,
-                  vjps=_keep_zero(lambda g, out, x, y: g * y * _inv_r2(x, y),
-                                  lambda g, out, x, y: -g * x * _inv_r2(x, y)),
-                  jvps=_keep_zero(lambda t, out, x, y: t * y * _inv_r2(x, y),
-                                  lambda t, out, x, y: -t * x * _inv_r2(x, y)), saves="x y")
+                  rules=_keep_zero(lambda g, out, x, y: g * y * _inv_r2(x, y),
+                                   lambda g, out, x, y: -g * x * _inv_r2(x, y)), saves="x y")
 # where(cond, x, y): the condition gets no gradient; the untaken branch gets exactly zero.
-WHERE = defprim("where", np.where,
-                vjps=(None, lambda g, out, c, x, y: where(c, g, 0.0),
-                      lambda g, out, c, x, y: where(c, 0.0, g)),
-                jvps=(None, lambda t, out, c, x, y: where(c, t, 0.0),
-                      lambda t, out, c, x, y: where(c, 0.0, t)), saves="x")
+WHERE = defprim("where", np.where, rules=(None, lambda g, out, c, x, y: where(c, g, 0.0),
+                                          lambda g, out, c, x, y: where(c, 0.0, g)), saves="x")
 
 
 def _clip_forward(x: Any, lo: Any, hi: Any) -> Any:
@@ -287,12 +231,9 @@ def _clip_forward(x: Any, lo: Any, hi: Any) -> Any:
 
 # clip passes the gradient to x on [lo, hi] inclusive (torch.clamp); to lo/hi where they bind.
 CLIP = defprim("clip", _clip_forward,
-               vjps=(lambda g, out, x, lo, hi: g * ((x >= lo) & (x <= hi)),
-                     lambda g, out, x, lo, hi: g * (x < lo),
-                     lambda g, out, x, lo, hi: g * ((x > hi) & (x >= lo))),
-               jvps=(lambda t, out, x, lo, hi: t * ((x >= lo) & (x <= hi)),
-                     lambda t, out, x, lo, hi: t * (x < lo),
-                     lambda t, out, x, lo, hi: t * ((x > hi) & (x >= lo))), saves="x y z",
+               rules=(lambda g, out, x, lo, hi: g * ((x >= lo) & (x <= hi)),
+                      lambda g, out, x, lo, hi: g * (x < lo),
+                      lambda g, out, x, lo, hi: g * ((x > hi) & (x >= lo))), saves="x y z",
                decide=lambda x, lo, hi: np.sign(np.subtract(x, lo)) + 3 * np.sign(np.subtract(x, hi)))
 
 

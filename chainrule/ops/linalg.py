@@ -10,21 +10,27 @@ import string
 from typing import Any, NamedTuple
 
 from .._backend import np
-from .._dtypes import LOW_PRECISION, accumulate
+from .._dtypes import LOW_PRECISION, accum_dtype, accumulate
 from ..errors import ShapeError
 from ..tensor import Tensor
 from ..tensor import wrap as _wrap
-from ._registry import apply, defprim, linear_jvps, raw
+from ._registry import apply, defprim, raw
 from .elementwise import _zero_at_zero, abs, astype, sqrt
 from .reduction import _prod_others, amax, amin, sum
 from .shape import broadcast_to, expand_dims, ravel, reshape, squeeze, swapaxes
 
 
+def _accumulating(fn: Any, *xs: Any) -> Any:
+    """``fn(*xs)`` computed in the accumulation dtype of the inputs' result dtype (float32 for 16-bit
+    and FP8) and rounded to that dtype once (the ops declared ``accumulate=True``)."""
+    dtype = np.result_type(*[x.dtype for x in xs])
+    acc = accum_dtype(dtype)
+    return fn(*[x.astype(acc) for x in xs]).astype(dtype)
+
+
 def _matmul_forward(x: Any, y: Any) -> Any:
-    dx, dy = getattr(x, "dtype", None), getattr(y, "dtype", None)
-    if dx in LOW_PRECISION or dy in LOW_PRECISION:
-        out_dtype = np.result_type(dx, dy)
-        return np.matmul(x.astype(np.float32), y.astype(np.float32)).astype(out_dtype)
+    if getattr(x, "dtype", None) in LOW_PRECISION or getattr(y, "dtype", None) in LOW_PRECISION:
+        return _accumulating(np.matmul, x, y)
     return np.matmul(x, y)
 
 
@@ -57,14 +63,16 @@ def _matmul_vjp_y(g: Any, out: Any, x: Any, y: Any) -> Any:
     return _mm(x.swapaxes(-1, -2), g)
 
 
-MATMUL = defprim("matmul", _matmul_forward, vjps=(_matmul_vjp_x, _matmul_vjp_y),
-                 jvps=linear_jvps(lambda x, y: matmul(x, y), 2), saves="x y", flops=_matmul_flops,
+MATMUL = defprim("matmul", _matmul_forward, vjps=(_matmul_vjp_x, _matmul_vjp_y), jvps="linear",
+                 saves="x y", flops=_matmul_flops, accumulate=True, autocast="low",
                  kind="matmul", hint="The last axis of the first input must match the second-to-last "
                                      "axis of the second (for 1-D inputs, their only axis).")
 
 
 def _linear_forward(x: Any, w: Any, b: Any) -> Any:
-    out = _matmul_forward(x, w.T)
+    if getattr(x, "dtype", None) in LOW_PRECISION or getattr(w, "dtype", None) in LOW_PRECISION:
+        return _accumulating(lambda xa, wa: np.matmul(xa, wa.T) + b, x, w)   # the bias too, then one rounding
+    out = np.matmul(x, w.T)
     out += b                  # in place on the fresh product: one temporary fewer than x @ w.T + b
     return out
 
@@ -83,7 +91,8 @@ LINEAR = defprim("linear", _linear_forward,
                        lambda t, out, x, w, b: t),
                  saves="x y", needs={0: (1,), 1: (0, 1), 2: ()},
                  flops=lambda out, x, w, b: 2 * int(np.size(out)) * int(np.shape(w)[1]) + int(np.size(out)),
-                 kind="matmul", hint="x must end in in_features = w.shape[1]; b has w.shape[0] elements.")
+                 accumulate=True, autocast="low", kind="matmul",
+                 hint="x must end in in_features = w.shape[1]; b has w.shape[0] elements.")
 
 
 def linear(x: Any, w: Any, b: Any) -> Any:
@@ -98,8 +107,7 @@ def linear(x: Any, w: Any, b: Any) -> Any:
 
 def _einsum_forward(*xs: Any, spec: str) -> Any:
     if any(getattr(x, "dtype", None) in LOW_PRECISION for x in xs):
-        dtype = np.result_type(*[x.dtype for x in xs])
-        return np.einsum(spec, *[x.astype(np.float32) for x in xs], optimize=len(xs) > 2).astype(dtype)
+        return _accumulating(lambda *ys: np.einsum(spec, *ys, optimize=len(xs) > 2), *xs)
     return np.einsum(spec, *xs, optimize=len(xs) > 2)
 
 
@@ -136,12 +144,6 @@ def _einsum_vjp(g: Any, out: Any, *xs: Any, spec: str, argnum: int) -> Any:
     return einsum(",".join([unique] + [lab for lab, _ in eyes]) + "->" + renamed, *operands)
 
 
-def _einsum_jvp(t: Any, out: Any, *xs: Any, spec: str, argnum: int) -> Any:
-    args = list(xs)
-    args[argnum] = t
-    return einsum(spec, *args)
-
-
 def _einsum_flops(out: Any, *xs: Any, spec: str) -> int:
     ins = spec.split("->")[0].split(",")
     sizes: dict = {}
@@ -151,8 +153,8 @@ def _einsum_flops(out: Any, *xs: Any, spec: str) -> int:
     return max(len(xs) - 1, 1) * 2 * total if len(xs) > 1 else total
 
 
-EINSUM = defprim("einsum", _einsum_forward, vjps=(_einsum_vjp,), jvps=(_einsum_jvp,), saves="xs",
-                 variadic=True, flops=_einsum_flops, kind="matmul")
+EINSUM = defprim("einsum", _einsum_forward, vjps=(_einsum_vjp,), jvps="linear", saves="xs",
+                 variadic=True, flops=_einsum_flops, accumulate=True, autocast="low", kind="matmul")
 
 
 def _t(x: Any) -> Any:
@@ -163,7 +165,7 @@ INV = defprim("inv", np.linalg.inv,
               vjps=(lambda g, out, x: -matmul(matmul(_t(out), g), _t(out)),),
               jvps=(lambda t, out, x: -matmul(matmul(out, t), out),), saves="out",
               flops=lambda out, x: 2 * int(np.size(x)) * int(np.shape(x)[-1]), kind="matmul",
-              hint="The matrix must be square and non-singular.")
+              autocast="float32", hint="The matrix must be square and non-singular.")
 
 
 def _solve_vjp_a(g: Any, out: Any, a: Any, b: Any) -> Any:
@@ -183,7 +185,7 @@ SOLVE = defprim("solve", np.linalg.solve,
                 vjps=(_solve_vjp_a, lambda g, out, a, b: solve(_t(a), g)),
                 jvps=(_solve_jvp_a, lambda t, out, a, b: solve(a, t)), saves="x out",
                 flops=lambda out, a, b: 2 * int(np.size(a)) * int(np.shape(a)[-1]) // 3
-                + 2 * int(np.size(out)) * int(np.shape(a)[-1]), kind="matmul",
+                + 2 * int(np.size(out)) * int(np.shape(a)[-1]), kind="matmul", autocast="float32",
                 hint="a must be square (..., n, n) and b of shape (..., n) or (..., n, k).")
 
 
@@ -250,11 +252,13 @@ def _logabsdet_inv_t(x: Any, out: Any) -> Any:
 
 
 DET = defprim("det", np.linalg.det, vjps=(_det_vjp,), jvps=(_det_jvp,), saves="x out",
-              flops=lambda out, x: 2 * int(np.size(x)) * int(np.shape(x)[-1]) // 3, kind="matmul")
+              flops=lambda out, x: 2 * int(np.size(x)) * int(np.shape(x)[-1]) // 3, kind="matmul",
+              autocast="float32")
 LOGABSDET = defprim("logabsdet", lambda x: np.linalg.slogdet(x)[1],
                     vjps=(lambda g, out, x: expand_dims(expand_dims(g, -1), -1) * _logabsdet_inv_t(x, out),),
                     jvps=(lambda t, out, x: sum(_logabsdet_inv_t(x, out) * t, axis=(-2, -1)),), saves="x out",
-                    flops=lambda out, x: 2 * int(np.size(x)) * int(np.shape(x)[-1]) // 3, kind="matmul")
+                    flops=lambda out, x: 2 * int(np.size(x)) * int(np.shape(x)[-1]) // 3, kind="matmul",
+                    autocast="float32")
 
 
 def _phi(x: Any) -> Any:
@@ -278,7 +282,8 @@ def _cholesky_jvp(t: Any, out: Any, x: Any) -> Any:
 
 CHOLESKY = defprim("cholesky", np.linalg.cholesky, vjps=(_cholesky_vjp,), jvps=(_cholesky_jvp,),
                    saves="out", flops=lambda out, x: int(np.size(x)) * int(np.shape(x)[-1]) // 3,
-                   kind="matmul", hint="The matrix must be symmetric positive definite.")
+                   kind="matmul", autocast="float32",
+                   hint="The matrix must be symmetric positive definite.")
 
 
 # ----- public functions -----

@@ -34,15 +34,17 @@ def _log_softmax_forward(x: Any, axis: int) -> Any:
     return shifted - np.log(np.add.reduce(np.exp(shifted), axis=axis, keepdims=True))
 
 
-# matches torch.nn.functional.softmax / log_softmax
+# matches torch.nn.functional.softmax / log_softmax; softmax's Jacobian diag(p) - p p^T is
+# symmetric, so one rule serves both modes
 SOFTMAX = defprim("softmax", _softmax_forward,
-                  vjps=(lambda g, out, x, axis: out * (g - sum(g * out, axis=axis, keepdims=True)),),
-                  jvps=(lambda t, out, x, axis: out * (t - sum(t * out, axis=axis, keepdims=True)),),
-                  saves="out", flops=lambda out, x, axis: 4 * int(np.size(out)), kind="softmax")
+                  rules=(lambda g, out, x, axis: out * (g - sum(g * out, axis=axis, keepdims=True)),),
+                  saves="out", flops=lambda out, x, axis: 4 * int(np.size(out)), kind="softmax",
+                  accumulate=True, autocast="float32")
 LOG_SOFTMAX = defprim("log_softmax", _log_softmax_forward,
                       vjps=(lambda g, out, x, axis: g - exp(out) * sum(g, axis=axis, keepdims=True),),
                       jvps=(lambda t, out, x, axis: t - sum(exp(out) * t, axis=axis, keepdims=True),),
-                      saves="out", flops=lambda out, x, axis: 4 * int(np.size(out)), kind="softmax")
+                      saves="out", flops=lambda out, x, axis: 4 * int(np.size(out)), kind="softmax",
+                      accumulate=True, autocast="float32")
 
 
 def _softmax_cross_entropy_forward(x: Any, target: Any, reduction: str = "none") -> Any:
@@ -89,7 +91,8 @@ def _softmax_cross_entropy_jvp(t: Any, out: Any, x: Any, target: Any, reduction:
 SOFTMAX_CROSS_ENTROPY = defprim(
     "softmax_cross_entropy", _softmax_cross_entropy_forward,
     vjps=(_softmax_cross_entropy_vjp,), jvps=(_softmax_cross_entropy_jvp,),
-    saves="x", flops=lambda out, x, target, reduction="none": 5 * int(np.size(x)), kind="softmax")
+    saves="x", flops=lambda out, x, target, reduction="none": 5 * int(np.size(x)), kind="softmax",
+    accumulate=True, autocast="float32")
 REDUCTIONS = ("none", "mean", "sum")
 
 

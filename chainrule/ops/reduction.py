@@ -13,9 +13,6 @@ from typing import Any
 
 from .._backend import ndarray, np
 from .._dtypes import LOW_PRECISION, accum_dtype, accumulate
-from ..grad_mode import STATE
-from ..tensor import Tensor
-from ..tensor import wrap as _wrap
 from ._registry import apply, defprim, raw
 from ._shapes import normalize_axis, reduced_shape
 from .elementwise import _zero_at_zero, astype, equal, exp, ones_like, sqrt, where, zeros_like
@@ -43,8 +40,7 @@ def _reduce_flops(out: Any, x: Any, **params: Any) -> int:
 
 SUM = defprim("sum", _sum_forward,
               vjps=(lambda g, out, x, axis, keepdims, shape: expand_reduced(g, shape, axis, keepdims),),
-              jvps=(lambda t, out, x, axis, keepdims, shape: sum(t, axis, keepdims),),
-              flops=_reduce_flops, kind="reduction")
+              jvps="linear", flops=_reduce_flops, kind="reduction", accumulate=True, autocast="float32")
 
 
 def _prod_others(x: Any, axis: Any) -> Any:
@@ -73,7 +69,7 @@ PROD = defprim("prod", lambda x, axis, keepdims, shape: np.prod(x, axis=axis, ke
                      expand_reduced(g, shape, axis, keepdims) * _prod_others(x, axis),),
                jvps=(lambda t, out, x, axis, keepdims, shape:
                      sum(t * _prod_others(x, axis), axis, keepdims),),
-               saves="x", flops=_reduce_flops, kind="reduction")
+               saves="x", flops=_reduce_flops, kind="reduction", accumulate=True, autocast="float32")
 
 
 def _argmax_share(out: Any, x: Any, axis: Any, keepdims: bool, shape: Any) -> Any:
@@ -149,12 +145,13 @@ LOGSUMEXP = defprim("logsumexp", _logsumexp_forward,
                           expand_reduced(g, shape, axis, keepdims) * _softmax_of(x, out, axis, keepdims, shape),),
                     jvps=(lambda t, out, x, axis, keepdims, shape:
                           sum(t * _softmax_of(x, out, axis, keepdims, shape), axis, keepdims),),
-                    saves="x out", flops=lambda out, x, **p: 3 * int(np.size(x)), kind="reduction")
+                    saves="x out", flops=lambda out, x, **p: 3 * int(np.size(x)), kind="reduction",
+                    accumulate=True, autocast="float32")
 
 
 CUMSUM = defprim("cumsum", lambda x, axis: np.cumsum(x, axis=axis),
-                 vjps=(lambda g, out, x, axis: flip(cumsum(flip(g, axis), axis), axis),),
-                 jvps=(lambda t, out, x, axis: cumsum(t, axis),), flops=_reduce_flops, kind="reduction")
+                 vjps=(lambda g, out, x, axis: flip(cumsum(flip(g, axis), axis), axis),), jvps="linear",
+                 flops=_reduce_flops, kind="reduction", accumulate=True, autocast="float32")
 def _cumprod_vjp(g: Any, out: Any, x: Any, axis: int) -> Any:
     # d out_j / d x_i = out_j / x_i for j >= i when x has no zeros; otherwise the exact recurrence
     # s_i = g_i + x_{i+1} s_{i+1}, grad_i = (x_0 ... x_{i-1}) s_i, one step per element of the axis
@@ -182,11 +179,13 @@ def _cumprod_jvp(t: Any, out: Any, x: Any, axis: int) -> Any:
 # exact also where x has zeros (as PyTorch)
 CUMPROD = defprim("cumprod", lambda x, axis: np.cumprod(x, axis=axis),
                   vjps=(_cumprod_vjp,), jvps=(_cumprod_jvp,),
-                  saves="x out", flops=_reduce_flops, kind="reduction")
+                  saves="x out", flops=_reduce_flops, kind="reduction", accumulate=True, autocast="float32")
 
 
 # ----- public functions -----
-def _reduce(prim: Any, x: Any, axis: Any, keepdims: bool) -> Any:
+def _reduce(x: Any, prim: Any, axis: Any, keepdims: bool) -> Any:
+    if prim.accumulate and getattr(x, "dtype", None) in LOW_PRECISION:
+        return accumulate(_reduce, x, prim, axis, keepdims)
     shape = tuple(np.shape(raw(x)))
     axis = normalize_axis(axis, len(shape), prim.name)
     if axis is not None and len(axis) == len(shape):
@@ -203,26 +202,22 @@ def sum(x: Any, axis: Any = None, keepdims: bool = False, dtype: Any = None) -> 
     """
     if dtype is not None:
         x = astype(x, dtype)
-    if getattr(x, "dtype", None) in LOW_PRECISION:
-        return accumulate(sum, x, axis, keepdims)
-    return _reduce(SUM, x, axis, keepdims)
+    return _reduce(x, SUM, axis, keepdims)
 
 
 def prod(x: Any, axis: Any = None, keepdims: bool = False) -> Any:
     """Product over ``axis``; the gradient is exact even with zeros in the input."""
-    if getattr(x, "dtype", None) in LOW_PRECISION:
-        return accumulate(prod, x, axis, keepdims)
-    return _reduce(PROD, x, axis, keepdims)
+    return _reduce(x, PROD, axis, keepdims)
 
 
 def amax(x: Any, axis: Any = None, keepdims: bool = False) -> Any:
     """Maximum over ``axis``; ties share the gradient evenly."""
-    return _reduce(AMAX, x, axis, keepdims)
+    return _reduce(x, AMAX, axis, keepdims)
 
 
 def amin(x: Any, axis: Any = None, keepdims: bool = False) -> Any:
     """Minimum over ``axis``; ties share the gradient evenly."""
-    return _reduce(AMIN, x, axis, keepdims)
+    return _reduce(x, AMIN, axis, keepdims)
 
 
 max = amax
@@ -239,9 +234,7 @@ def logsumexp(x: Any, axis: Any = None, keepdims: bool = False) -> Any:
     tensor([[0., 0.],
             [1., 0.]])
     """
-    if getattr(x, "dtype", None) in LOW_PRECISION:
-        return accumulate(logsumexp, x, axis, keepdims)
-    return _reduce(LOGSUMEXP, x, axis, keepdims)
+    return _reduce(x, LOGSUMEXP, axis, keepdims)
 
 
 def cumsum(x: Any, axis: Any = None) -> Any:
@@ -262,7 +255,7 @@ def cumprod(x: Any, axis: Any = None) -> Any:
 
 def _along(x: Any, prim: Any, axis: Any) -> Any:
     """A primitive along one ``axis``: cumsum, cumprod, softmax, log_softmax."""
-    if getattr(x, "dtype", None) in LOW_PRECISION:
+    if prim.accumulate and getattr(x, "dtype", None) in LOW_PRECISION:
         return accumulate(_along, x, prim, axis)
     return apply(prim, (x,), {"axis": normalize_axis(axis, np.ndim(raw(x)), prim.name)[0]})
 
@@ -325,30 +318,28 @@ def average(x: Any, axis: Any = None, weights: Any = None) -> Any:
     return sum(x * weights, axis) / sum(weights * ones_like(x), axis)
 
 
+# Integer results, no gradient (vjps=None): a Tensor in gives a Tensor that never requires grad.
+ARGMAX = defprim("argmax", lambda x, axis, keepdims: np.argmax(x, axis=axis, keepdims=keepdims),
+                 kind="discrete")
+ARGMIN = defprim("argmin", lambda x, axis, keepdims: np.argmin(x, axis=axis, keepdims=keepdims),
+                 kind="discrete")
+ARGSORT = defprim("argsort", lambda x, axis: np.argsort(x, axis=axis, kind="stable"), kind="discrete")
+
+
 def argmax(x: Any, axis: Any = None, keepdims: bool = False) -> Any:
     """Index of the maximum (non-differentiable integer result)."""
-    return _index_result(x, np.argmax(raw(x), axis=axis, keepdims=keepdims))
+    return apply(ARGMAX, (x,), {"axis": axis, "keepdims": keepdims})
 
 
 def argmin(x: Any, axis: Any = None, keepdims: bool = False) -> Any:
     """Index of the minimum (non-differentiable integer result)."""
-    return _index_result(x, np.argmin(raw(x), axis=axis, keepdims=keepdims))
+    return apply(ARGMIN, (x,), {"axis": axis, "keepdims": keepdims})
 
 
 def argsort(x: Any, axis: int = -1) -> Any:
     """Indices that sort ``x`` along ``axis`` (non-differentiable)."""
-    return _index_result(x, np.argsort(raw(x), axis=axis, kind="stable"))
+    return apply(ARGSORT, (x,), {"axis": axis})
 
-
-def _index_result(x: Any, idx: Any) -> Any:
-    st = STATE
-    if st.observers:
-        for ob in st.observers:
-            ob.on_op(ARGMAX, [raw(x)], {}, idx)
-    return _wrap(np.asarray(idx)) if isinstance(x, Tensor) else idx
-
-
-ARGMAX = defprim("argmax", lambda x: np.argmax(x), vjps=None, jvps=None, kind="discrete")
 
 def sort(x: Any, axis: int = -1) -> Any:
     """Sorted copy (flattened when ``axis`` is None); the gradient flows back to the original positions.

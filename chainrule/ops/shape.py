@@ -32,8 +32,8 @@ def _axis(a: Any, ndim: int, op: str) -> int:
 
 
 RESHAPE = defprim("reshape", lambda x, shape, in_shape: np.reshape(x, shape),
-                  vjps=(lambda g, out, x, shape, in_shape: reshape(g, in_shape),),
-                  jvps=(lambda t, out, x, shape, in_shape: reshape(t, shape),), flops=_NOFLOP, kind="shape")
+                  vjps=(lambda g, out, x, shape, in_shape: reshape(g, in_shape),), jvps="linear",
+                  flops=_NOFLOP, kind="shape")
 
 
 def _inverse_perm(axes: Sequence[int]) -> tuple[int, ...]:
@@ -44,12 +44,11 @@ def _inverse_perm(axes: Sequence[int]) -> tuple[int, ...]:
 
 
 TRANSPOSE = defprim("transpose", lambda x, axes: np.transpose(x, axes),
-                    vjps=(lambda g, out, x, axes: transpose(g, _inverse_perm(axes)),),
-                    jvps=(lambda t, out, x, axes: transpose(t, axes),), flops=_NOFLOP, kind="shape")
+                    vjps=(lambda g, out, x, axes: transpose(g, _inverse_perm(axes)),), jvps="linear",
+                    flops=_NOFLOP, kind="shape")
 # The engine sums a cotangent back to the input's shape, so broadcast_to's rule is the identity.
 BROADCAST_TO = defprim("broadcast_to", lambda x, shape: np.broadcast_to(x, shape),
-                       vjps=(lambda g, out, x, shape: g,),
-                       jvps=(lambda t, out, x, shape: broadcast_to(t, shape),), flops=_NOFLOP, kind="shape")
+                       vjps=(lambda g, out, x, shape: g,), jvps="linear", flops=_NOFLOP, kind="shape")
 
 
 def _concat_vjp(g: Any, out: Any, *xs: Any, axis: int, bounds: tuple, argnum: int) -> Any:
@@ -65,12 +64,11 @@ def _concat_jvp(t: Any, out: Any, *xs: Any, axis: int, bounds: tuple, argnum: in
 CONCATENATE = defprim("concatenate", lambda *xs, axis, bounds: np.concatenate(xs, axis=axis),
                       vjps=(_concat_vjp,), jvps=(_concat_jvp,), variadic=True, flops=_NOFLOP,
                       kind="shape", hint="All inputs must have the same shape except along `axis`.")
-FLIP = defprim("flip", lambda x, axis: np.flip(x, axis),
-               vjps=(lambda g, out, x, axis: flip(g, axis),),
-               jvps=(lambda t, out, x, axis: flip(t, axis),), flops=_NOFLOP, kind="shape")
+FLIP = defprim("flip", lambda x, axis: np.flip(x, axis), vjps=(lambda g, out, x, axis: flip(g, axis),),
+               jvps="linear", flops=_NOFLOP, kind="shape")
 ROLL = defprim("roll", lambda x, shift, axis: np.roll(x, shift, axis),
-               vjps=(lambda g, out, x, shift, axis: roll(g, _negate(shift), axis),),
-               jvps=(lambda t, out, x, shift, axis: roll(t, shift, axis),), flops=_NOFLOP, kind="shape")
+               vjps=(lambda g, out, x, shift, axis: roll(g, _negate(shift), axis),), jvps="linear",
+               flops=_NOFLOP, kind="shape")
 
 
 def _negate(shift: Any) -> Any:
@@ -105,12 +103,11 @@ def _scatter_forward(g: Any, index: tuple, shape: tuple, dtype: Any) -> Any:
 
 
 GETITEM = defprim("getitem", lambda x, index, shape: x[index],
-                  vjps=(lambda g, out, x, index, shape: scatter_add(g, index, shape),),
-                  jvps=(lambda t, out, x, index, shape: getitem(t, index),), flops=_NOFLOP, kind="shape")
+                  vjps=(lambda g, out, x, index, shape: scatter_add(g, index, shape),), jvps="linear",
+                  flops=_NOFLOP, kind="shape")
 # zeros(shape) with g added at index (repeated indices accumulate); the transpose of getitem
 SCATTER_ADD = defprim("scatter_add", _scatter_forward,
-                      vjps=(lambda g, out, x, index, shape, dtype: getitem(g, index),),
-                      jvps=(lambda t, out, x, index, shape, dtype: scatter_add(t, index, shape),),
+                      vjps=(lambda g, out, x, index, shape, dtype: getitem(g, index),), jvps="linear",
                       flops=_NOFLOP, kind="shape")
 
 
