@@ -50,6 +50,9 @@ class GraphNode:
     def release(self) -> None:
         """Free what the node saved for backward (nothing by default)."""
 
+    def output_modified(self, nr: int) -> None:
+        """Output ``nr`` was changed in place (nothing to do unless the node saved it)."""
+
 
 def walk(starts: Any, stop: Any = ()) -> list:
     """Every node reachable from the nodes ``starts`` (not entering those in ``stop``), each once,
@@ -145,6 +148,12 @@ class Node(GraphNode):
         """Return (xs, out) for the rules: ndarrays in the fast mode, Tensors otherwise."""
         saved = self.saved
         check_saved(self.name, saved, self.versions or {})
+        if self.extra and "output_modified" in self.extra:
+            raise GraphError(
+                f"{self.name}: one of the values needed for gradient computation has been modified by "
+                f"an in-place operation: its output (shape {self.metas[0][0]}), which it saved for "
+                f"backward, was changed in place (directly, through a view or through .detach()). "
+                f"Use an out-of-place op (y = y + 1 instead of y += 1) or .clone() before modifying it")
         out = self.out_data
         if type(out) is Packed:
             out = out.unpack(tensor_mode)
@@ -157,6 +166,11 @@ class Node(GraphNode):
         if not saved:
             return (None,) * len(self.edges), out
         return unpack_saved(saved, tensor_mode), out
+
+    def output_modified(self, nr: int) -> None:
+        if self.out_data is not None and self.saved is not FREED:     # the output it kept is stale
+            self.extra = self.extra or {}
+            self.extra["output_modified"] = True
 
     def release(self) -> None:
         """Free saved values (after a backward without retain_graph)."""

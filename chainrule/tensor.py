@@ -1,6 +1,7 @@
 """Tensor: an ndarray plus the metadata autograd needs. Operators delegate to ``chainrule.ops``."""
 from __future__ import annotations
 
+import weakref
 from typing import Any
 
 from . import _dtypes
@@ -25,6 +26,8 @@ class Tensor:
     grad: Tensor | None = None
     _nr = 0                 # which output of grad_fn this tensor is
     _version = 0            # bumped by in-place ops; checked against saved versions in backward
+    _family: list | None = None     # weakrefs of the tensors sharing this memory (views, detach):
+                                    # they share one version counter, as in PyTorch
     _tangents: dict | None = None   # forward mode: {level: tangent}
     _leaf_edge: Any = None  # a leaf's (AccumulateGrad node, 0), created on first use
     _retains = False
@@ -154,8 +157,20 @@ class Tensor:
 
     # ----- graph -----
     def detach(self) -> Tensor:
-        """Return a tensor that shares data but is outside the graph (a new leaf)."""
-        return wrap(self.data)
+        """Return a tensor that shares data (and its version counter) but is outside the graph."""
+        return wrap(self.data)._shares_memory_with(self)
+
+    def _shares_memory_with(self, base: Tensor) -> Tensor:
+        """Make ``self`` (a view of ``base``'s memory) share ``base``'s version counter."""
+        family = base._family
+        if family is None:
+            family = base._family = [weakref.ref(base)]
+        elif len(family) >= 16 and not len(family) & (len(family) - 1):   # at 16, 32, 64, ...: drop
+            family[:] = [ref for ref in family if ref() is not None]       # the views that are gone
+        family.append(weakref.ref(self))
+        self._family = family
+        self._version = base._version
+        return self
 
     def detach_(self) -> Tensor:
         """Cut this tensor out of the graph in place."""
@@ -166,7 +181,14 @@ class Tensor:
 
     # ----- in place -----
     def _bump(self) -> None:
-        self._version += 1
+        """An in-place change: every tensor sharing this memory moves to the next version, and a
+        node that kept one of them as its output learns that the value it saved is gone."""
+        version = self._version + 1
+        for t in [self] if self._family is None else (ref() for ref in self._family):
+            if t is not None:
+                t._version = version
+                if t.grad_fn is not None:
+                    t.grad_fn.output_modified(t._nr)
 
     def _assign(self, new: Tensor, op: str) -> Tensor:
         """Make ``self`` hold ``new`` (an out-of-place result) in place; rebase its grad_fn."""
@@ -187,7 +209,7 @@ class Tensor:
                              f"in this {self.data.dtype} tensor; use the out-of-place form "
                              f"({form}) or cast first (t = t.astype(cr.float32))")
         np.copyto(self.data, new.data, casting="same_kind")
-        self._version += 1
+        self._bump()
         if new.grad_fn is not None:
             self.grad_fn, self._nr, self._requires_grad = new.grad_fn, new._nr, True
         self._tangents = new._tangents
@@ -196,7 +218,7 @@ class Tensor:
     def zero_(self) -> Tensor:
         """Fill with zeros in place (not recorded)."""
         self.data[...] = 0
-        self._version += 1
+        self._bump()
         return self
 
     def __pos__(self) -> Tensor:

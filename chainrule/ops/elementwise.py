@@ -280,7 +280,7 @@ sqrt, cbrt, sin, cos, tan, arcsin, arccos, arctan = map(
 sinh, cosh, tanh, arcsinh, arccosh, arctanh = map(_unary_fn, (SINH, COSH, TANH, ARCSINH, ARCCOSH, ARCTANH))
 sigmoid, relu, softplus, erf, gelu, abs, reciprocal, square = map(
     _unary_fn, (SIGMOID, RELU, SOFTPLUS, ERF, GELU, ABS, RECIPROCAL, SQUARE))
-sign, floor, ceil, alias, copy = map(_unary_fn, (SIGN, FLOOR, CEIL, ALIAS, COPY))
+sign, floor, ceil, copy = map(_unary_fn, (SIGN, FLOOR, CEIL, COPY))
 isnan, isfinite, isinf, logical_not = map(_unary_fn, (ISNAN, ISFINITE, ISINF, LOGICAL_NOT))
 add, subtract, multiply, divide, power, maximum, minimum, arctan2 = map(
     _binary_fn, (ADD, SUBTRACT, MULTIPLY, DIVIDE, POWER, MAXIMUM, MINIMUM, ARCTAN2))
@@ -291,6 +291,18 @@ true_divide = divide
 remainder = mod
 absolute = abs
 pow = power
+
+
+def alias(x: Any) -> Any:
+    """A new tensor viewing all of ``x``'s memory (and sharing its version counter); gradient 1.
+
+    >>> import chainrule as cr
+    >>> x = cr.tensor([1.0, 2.0])
+    >>> cr.ops.alias(x).data.base is x.data
+    True
+    """
+    out = apply(ALIAS, (x,))
+    return out._shares_memory_with(x) if isinstance(x, Tensor) else out
 
 
 def round(x: Any, decimals: int = 0) -> Any:

@@ -102,7 +102,14 @@ def _scatter_forward(g: Any, index: tuple, shape: tuple, dtype: Any) -> Any:
     return out
 
 
-GETITEM = defprim("getitem", lambda x, index, shape: x[index],
+def _getitem_forward(x: Any, index: tuple, shape: tuple) -> Any:
+    out = x[index]
+    if type(out) is not np.ndarray and not any(i is Ellipsis for i in index):
+        out = x[index + (Ellipsis,)]     # x[2]: a 0-d view, as PyTorch (NumPy gives a copy)
+    return out
+
+
+GETITEM = defprim("getitem", _getitem_forward,
                   vjps=(lambda g, out, x, index, shape: scatter_add(g, index, shape),), jvps="linear",
                   flops=_NOFLOP, kind="shape")
 # zeros(shape) with g added at index (repeated indices accumulate); the transpose of getitem
@@ -164,6 +171,14 @@ def _index_array(i: Any) -> Any:
     return i
 
 
+def _as_view(out: Any, x: Any) -> Any:
+    """``out``, a view of ``x``'s memory (basic indexing, reshape, transpose, ...), shares ``x``'s
+    version counter, as a PyTorch view does: an in-place change through either is seen by both."""
+    if isinstance(x, Tensor) and isinstance(out, Tensor) and np.may_share_memory(out.data, x.data):
+        out._shares_memory_with(x)
+    return out
+
+
 # ----- public functions -----
 def reshape(x: Any, shape: Any, *more: int) -> Any:
     """Reshape (one dimension may be -1), as ``numpy.reshape``."""
@@ -175,7 +190,7 @@ def reshape(x: Any, shape: Any, *more: int) -> Any:
     shape = tuple(int(s) for s in shape)
     if shape == in_shape and isinstance(x, Tensor) and not x._requires_grad:
         return x                  # (one that requires grad gets a node, as PyTorch's view: its own .grad)
-    return apply(RESHAPE, (x,), {"shape": shape, "in_shape": in_shape})
+    return _as_view(apply(RESHAPE, (x,), {"shape": shape, "in_shape": in_shape}), x)
 
 
 def transpose(x: Any, axes: Any = None) -> Any:
@@ -184,7 +199,7 @@ def transpose(x: Any, axes: Any = None) -> Any:
     axes = tuple(reversed(range(ndim))) if axes is None else tuple(_axis(a, ndim, "transpose") for a in axes)
     if sorted(axes) != list(range(ndim)):
         raise ShapeError(f"transpose: axes {axes} are not a permutation of 0..{ndim - 1}")
-    return apply(TRANSPOSE, (x,), {"axes": axes})
+    return _as_view(apply(TRANSPOSE, (x,), {"axes": axes}), x)
 
 
 def permute_dims(x: Any, axes: Any = None) -> Any:
@@ -222,7 +237,7 @@ def broadcast_to(x: Any, shape: Any) -> Any:
     shape = tuple(shape)
     if _shape_of(x) == shape and isinstance(x, Tensor) and not x._requires_grad:
         return x
-    return apply(BROADCAST_TO, (x,), {"shape": shape})
+    return _as_view(apply(BROADCAST_TO, (x,), {"shape": shape}), x)
 
 
 def expand_dims(x: Any, axis: Any) -> Any:
@@ -390,7 +405,7 @@ def getitem(x: Any, index: Any) -> Any:
     """``x[index]`` with NumPy semantics: slices, ints, None, Ellipsis, integer and boolean arrays."""
     shape = _shape_of(x)
     index = _normalize_index(index, shape)
-    return apply(GETITEM, (x,), {"index": index, "shape": shape})
+    return _as_view(apply(GETITEM, (x,), {"index": index, "shape": shape}), x)
 
 
 def scatter_add(g: Any, index: Any, shape: tuple) -> Any:
