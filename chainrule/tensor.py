@@ -28,6 +28,8 @@ class Tensor:
     _version = 0            # bumped by in-place ops; checked against saved versions in backward
     _family: list | None = None     # weakrefs of the tensors sharing this memory (views, detach):
                                     # they share one version counter, as in PyTorch
+    _view: tuple | None = None      # a view's (base, regenerate(base), put_back(base, view)), set by
+                                    # the ops that make views: in-place on a view rewrites the base
     _tangents: dict | None = None   # forward mode: {level: tangent}
     _leaf_edge: Any = None  # a leaf's (AccumulateGrad node, 0), created on first use
     _retains = False

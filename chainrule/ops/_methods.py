@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..errors import GraphError
+from ..grad_mode import STATE
 from ..tensor import Tensor
 from . import elementwise as E
 from . import linalg as L
@@ -50,12 +52,51 @@ def _reflected(op: Any) -> Any:
 
 def _in_place(op: Any, symbol: str) -> Any:
     def method(self: Tensor, other: Any) -> Tensor:
-        return self._assign(op(self, other), symbol)
+        if self._view is not None:
+            _check_view(self, symbol)
+        # the op may keep self for its gradient (t *= u needs t): give it the value before the change
+        keep = E.copy(self) if isinstance(other, Tensor) and other._requires_grad else self
+        self._assign(op(keep, other), symbol)
+        if self._view is not None:
+            _rewrite_bases(self)
+        return self
     return method
 
 
 def _setitem(self: Tensor, index: Any, value: Any) -> None:
+    if self._view is not None:
+        _check_view(self, "__setitem__")
     self._assign(S.index_put(self, index, value), "__setitem__")
+    if self._view is not None:
+        _rewrite_bases(self)
+
+
+def _check_view(view: Tensor, op: str) -> None:
+    base = view
+    while base._view is not None:
+        base = base._view[0]
+    if base.grad_fn is None and base._requires_grad and STATE.grad_enabled:
+        raise GraphError(f"{op}: a view of a leaf tensor that requires grad is used in an in-place "
+                         f"operation; wrap it in cr.no_grad() or use an out-of-place op")
+
+
+def _rewrite_bases(view: Tensor) -> None:
+    """After an in-place op on ``view``: its base's history now runs through the view's new value
+    (PyTorch's CopySlices), up a chain of views, and each view is regenerated from its new base."""
+    if not STATE.grad_enabled:
+        return
+    chain = []
+    while view._view is not None and view._view[1] is not None:
+        base, regenerate, put_back = view._view
+        if not (view._requires_grad or base._requires_grad):
+            break
+        new_base = put_back(base, view)        # the base with the view's region replaced: recorded
+        base.grad_fn, base._nr, base._requires_grad = new_base.grad_fn, new_base._nr, True
+        chain.append((view, base, regenerate))
+        view = base
+    for view, base, regenerate in reversed(chain):
+        again = regenerate(base)
+        view.grad_fn, view._nr = again.grad_fn, again._nr
 
 
 def _reshape(self: Tensor, *shape: Any) -> Tensor:

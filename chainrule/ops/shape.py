@@ -171,11 +171,14 @@ def _index_array(i: Any) -> Any:
     return i
 
 
-def _as_view(out: Any, x: Any) -> Any:
+def _as_view(out: Any, x: Any, regenerate: Any, put_back: Any) -> Any:
     """``out``, a view of ``x``'s memory (basic indexing, reshape, transpose, ...), shares ``x``'s
-    version counter, as a PyTorch view does: an in-place change through either is seen by both."""
+    version counter, as a PyTorch view does: an in-place change through either is seen by both.
+    ``regenerate(base)`` makes the view again and ``put_back(base, view)`` is the base with the
+    view's region replaced: an in-place op on the view rewrites the base's history with them."""
     if isinstance(x, Tensor) and isinstance(out, Tensor) and np.may_share_memory(out.data, x.data):
         out._shares_memory_with(x)
+        out._view = (x, regenerate, put_back)
     return out
 
 
@@ -190,7 +193,8 @@ def reshape(x: Any, shape: Any, *more: int) -> Any:
     shape = tuple(int(s) for s in shape)
     if shape == in_shape and isinstance(x, Tensor) and not x._requires_grad:
         return x                  # (one that requires grad gets a node, as PyTorch's view: its own .grad)
-    return _as_view(apply(RESHAPE, (x,), {"shape": shape, "in_shape": in_shape}), x)
+    return _as_view(apply(RESHAPE, (x,), {"shape": shape, "in_shape": in_shape}), x,
+                    lambda b: reshape(b, shape), lambda b, v: reshape(v, in_shape))
 
 
 def transpose(x: Any, axes: Any = None) -> Any:
@@ -199,7 +203,9 @@ def transpose(x: Any, axes: Any = None) -> Any:
     axes = tuple(reversed(range(ndim))) if axes is None else tuple(_axis(a, ndim, "transpose") for a in axes)
     if sorted(axes) != list(range(ndim)):
         raise ShapeError(f"transpose: axes {axes} are not a permutation of 0..{ndim - 1}")
-    return _as_view(apply(TRANSPOSE, (x,), {"axes": axes}), x)
+    inverse = tuple(int(a) for a in np.argsort(axes))
+    return _as_view(apply(TRANSPOSE, (x,), {"axes": axes}), x,
+                    lambda b: transpose(b, axes), lambda b, v: transpose(v, inverse))
 
 
 def permute_dims(x: Any, axes: Any = None) -> Any:
@@ -237,7 +243,7 @@ def broadcast_to(x: Any, shape: Any) -> Any:
     shape = tuple(shape)
     if _shape_of(x) == shape and isinstance(x, Tensor) and not x._requires_grad:
         return x
-    return _as_view(apply(BROADCAST_TO, (x,), {"shape": shape}), x)
+    return _as_view(apply(BROADCAST_TO, (x,), {"shape": shape}), x, None, None)   # read-only
 
 
 def expand_dims(x: Any, axis: Any) -> Any:
@@ -405,7 +411,8 @@ def getitem(x: Any, index: Any) -> Any:
     """``x[index]`` with NumPy semantics: slices, ints, None, Ellipsis, integer and boolean arrays."""
     shape = _shape_of(x)
     index = _normalize_index(index, shape)
-    return _as_view(apply(GETITEM, (x,), {"index": index, "shape": shape}), x)
+    return _as_view(apply(GETITEM, (x,), {"index": index, "shape": shape}), x,
+                    lambda b: getitem(b, index), lambda b, v: index_put(b, index, v))
 
 
 def scatter_add(g: Any, index: Any, shape: tuple) -> Any:
