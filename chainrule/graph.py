@@ -50,8 +50,9 @@ class GraphNode:
     def release(self) -> None:
         """Free what the node saved for backward (nothing by default)."""
 
-    def output_modified(self, nr: int) -> None:
-        """Output ``nr`` was changed in place (nothing to do unless the node saved it)."""
+    def output_modified(self, nr: int, data: Any) -> None:
+        """Output ``nr`` (whose memory is ``data``) was changed in place (nothing to do unless the
+        node saved it)."""
 
 
 def walk(starts: Any, stop: Any = ()) -> list:
@@ -167,8 +168,15 @@ class Node(GraphNode):
             return (None,) * len(self.edges), out
         return unpack_saved(saved, tensor_mode), out
 
-    def output_modified(self, nr: int) -> None:
-        if self.out_data is not None and self.saved is not FREED:     # the output it kept is stale
+    def output_modified(self, nr: int, data: Any) -> None:
+        out = self.out_data
+        if type(out) is Packed:         # (under saved-tensor hooks: the tensor it was packed from)
+            src = out.source()
+            out = None if src is None else src.data
+        if out is None or self.saved is FREED or not np.may_share_memory(out, data):
+            return                      # it kept no output, or a copy: nothing it needs went stale
+        needed_by = self.prim.out_for
+        if needed_by is None or any(self.edges[i] is not None for i in needed_by if i < len(self.edges)):
             self.extra = self.extra or {}
             self.extra["output_modified"] = True
 

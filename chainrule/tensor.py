@@ -190,7 +190,7 @@ class Tensor:
             if t is not None:
                 t._version = version
                 if t.grad_fn is not None:
-                    t.grad_fn.output_modified(t._nr)
+                    t.grad_fn.output_modified(t._nr, t.data)
 
     def _assign(self, new: Tensor, op: str) -> Tensor:
         """Make ``self`` hold ``new`` (an out-of-place result) in place; rebase its grad_fn."""

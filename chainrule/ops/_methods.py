@@ -52,51 +52,69 @@ def _reflected(op: Any) -> Any:
 
 def _in_place(op: Any, symbol: str) -> Any:
     def method(self: Tensor, other: Any) -> Tensor:
-        if self._view is not None:
-            _check_view(self, symbol)
-        # the op may keep self for its gradient (t *= u needs t): give it the value before the change
-        keep = E.copy(self) if isinstance(other, Tensor) and other._requires_grad else self
-        self._assign(op(keep, other), symbol)
-        if self._view is not None:
-            _rewrite_bases(self)
+        self._assign(op(_operand(self, symbol, other), other), symbol)
+        if self._family is not None:
+            _after_write(self)
         return self
     return method
 
 
 def _setitem(self: Tensor, index: Any, value: Any) -> None:
-    if self._view is not None:
-        _check_view(self, "__setitem__")
-    self._assign(S.index_put(self, index, value), "__setitem__")
-    if self._view is not None:
-        _rewrite_bases(self)
+    self._assign(S.index_put(_operand(self, "__setitem__", value), index, value), "__setitem__")
+    if self._family is not None:
+        _after_write(self)
 
 
-def _check_view(view: Tensor, op: str) -> None:
-    base = view
-    while base._view is not None:
-        base = base._view[0]
-    if base.grad_fn is None and base._requires_grad and STATE.grad_enabled:
-        raise GraphError(f"{op}: a view of a leaf tensor that requires grad is used in an in-place "
-                         f"operation; wrap it in cr.no_grad() or use an out-of-place op")
+def _operand(t: Tensor, op: str, other: Any) -> Any:
+    """What an in-place op on ``t`` computes from: a view afresh from its base (as PyTorch's
+    CopySlices, the view's old node and its hooks are left behind), and a copy where the op keeps
+    its operand for ``other``'s gradient (``t *= u`` needs t's value before the change)."""
+    view = t._view
+    if view is not None:
+        base = t
+        while base._view is not None:
+            base = base._view[0]
+        if base.grad_fn is None and base._requires_grad and STATE.grad_enabled:
+            raise GraphError(f"{op}: a view of a leaf tensor that requires grad is used in an in-place "
+                             f"operation; wrap it in cr.no_grad() or use an out-of-place op")
+        if STATE.grad_enabled and base._requires_grad:
+            t = _fresh(t)
+    if isinstance(other, Tensor) and other._requires_grad:
+        t = E.copy(t)
+    return t
 
 
-def _rewrite_bases(view: Tensor) -> None:
-    """After an in-place op on ``view``: its base's history now runs through the view's new value
-    (PyTorch's CopySlices), up a chain of views, and each view is regenerated from its new base."""
+def _fresh(t: Tensor) -> Tensor:
+    """``t`` re-derived from its root base through its chain of views: new nodes, so the old view
+    nodes (and hooks on them) are left behind, as PyTorch's as_strided regeneration does."""
+    chain = []
+    while t._view is not None and t._view[1] is not None:
+        chain.append(t)
+        t = t._view[0]
+    for view in reversed(chain):
+        t = view._view[1](t)
+    return t
+
+
+def _after_write(t: Tensor) -> None:
+    """After an in-place op on ``t``: if ``t`` is a view, its bases' history now runs through its
+    new value (PyTorch's CopySlices: ``index_put``, or the inverse reshape/transpose, up a chain of
+    views), and every view of this memory is re-derived from its (new) base."""
     if not STATE.grad_enabled:
         return
-    chain = []
-    while view._view is not None and view._view[1] is not None:
-        base, regenerate, put_back = view._view
+    view = t
+    while view._view is not None and view._view[2] is not None:
+        base, _, put_back = view._view
         if not (view._requires_grad or base._requires_grad):
             break
-        new_base = put_back(base, view)        # the base with the view's region replaced: recorded
+        new_base = put_back(_fresh(base), view)   # the base with the view's region replaced: recorded
         base.grad_fn, base._nr, base._requires_grad = new_base.grad_fn, new_base._nr, True
-        chain.append((view, base, regenerate))
         view = base
-    for view, base, regenerate in reversed(chain):
-        again = regenerate(base)
-        view.grad_fn, view._nr = again.grad_fn, again._nr
+    for ref in list(t._family):                # creation order: a view's base comes before it
+        v = ref()
+        if v is not None and v._view is not None and v._view[1] is not None and v._view[0]._requires_grad:
+            again = v._view[1](v._view[0])
+            v.grad_fn, v._nr, v._requires_grad = again.grad_fn, again._nr, again._requires_grad
 
 
 def _reshape(self: Tensor, *shape: Any) -> Tensor:

@@ -36,12 +36,13 @@ class Primitive:
 
     __slots__ = ("name", "forward", "vjps", "jvps", "save_idx", "save_out", "flops", "variadic",
                  "differentiable_out", "kind", "hint", "decide", "needs", "keep", "passthrough",
-                 "accumulate", "autocast")
+                 "accumulate", "autocast", "out_for")
 
     def __init__(self, name: str, forward: Callable, vjps: Sequence[VjpRule | None] | None,
                  jvps: Sequence[JvpRule | None] | str | None, saves: str, flops: FlopRule | None,
                  variadic: bool, kind: str, hint: str, decide: Callable | None = None,
-                 needs: dict | None = None, accumulate: bool = False, autocast: str = "input") -> None:
+                 needs: dict | None = None, accumulate: bool = False, autocast: str = "input",
+                 out_for: tuple | None = None) -> None:
         self.name = name
         self.forward = forward
         self.vjps = tuple(vjps) if vjps is not None else None
@@ -76,6 +77,9 @@ class Primitive:
         self.accumulate = accumulate
         # the dtype autocast runs the op in: "low" (autocast's dtype), "float32" or "input" (unchanged)
         self.autocast = autocast
+        # the inputs whose rules read the saved output (None: all): an in-place change of the output
+        # is an error only when one of them needs a gradient (x / const keeps out for const's rule)
+        self.out_for = out_for
 
     def __repr__(self) -> str:
         return f"Primitive({self.name!r})"
@@ -95,7 +99,7 @@ def defprim(name: str, forward: Callable, vjps: Sequence[VjpRule | None] | None 
             flops: FlopRule | None = None, variadic: bool = False, kind: str = "elementwise",
             hint: str = "", decide: Callable | None = None, needs: dict | None = None,
             rules: Sequence[VjpRule | None] | None = None, accumulate: bool = False,
-            autocast: str = "input") -> Primitive:
+            autocast: str = "input", out_for: tuple | None = None) -> Primitive:
     """Declare a primitive. ``vjps=None`` marks a non-differentiable op (comparisons, argmax).
 
     ``rules``: one rule per input that serves as both its VJP and its JVP, for ops whose Jacobian
@@ -117,7 +121,7 @@ def defprim(name: str, forward: Callable, vjps: Sequence[VjpRule | None] | None 
             raise ValueError(f"primitive {name!r}: give rules= (both modes) or vjps=/jvps=, not both")
         vjps = jvps = rules
     prim = Primitive(name, forward, vjps, jvps, saves, flops, variadic, kind, hint, decide, needs,
-                     accumulate, autocast)
+                     accumulate, autocast, out_for)
     PRIMITIVES[name] = prim
     return prim
 

@@ -150,7 +150,7 @@ MULTIPLY = defprim("multiply", np.multiply,
                    saves="x y", needs={0: (1,), 1: (0,)})
 DIVIDE = defprim("divide", np.divide,
                  rules=_keep_zero(lambda g, out, x, y: g / y, lambda g, out, x, y: -g * out / y),
-                 saves="y out")
+                 saves="y out", out_for=(1,))
 
 
 def _dpow_dexp(out: Any, x: Any) -> Any:
