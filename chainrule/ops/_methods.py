@@ -79,7 +79,7 @@ def _operand(t: Tensor, op: str, other: Any) -> Any:
                              f"operation; wrap it in cr.no_grad() or use an out-of-place op")
         if STATE.grad_enabled and base._requires_grad:
             t = _fresh(t)
-    if isinstance(other, Tensor) and other._requires_grad:
+    if isinstance(other, Tensor) and other._requires_grad and STATE.grad_enabled:
         t = E.copy(t)
     return t
 
