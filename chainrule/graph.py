@@ -251,8 +251,8 @@ class AccumulateGrad(GraphNode):
 
     def accumulate(self, g: Any, create_graph: bool, stored: set) -> None:
         t = self.variable()
-        if t is None or not t._requires_grad:      # requires_grad_(False) since: as PyTorch, skip
-            return
+        if t is None or not t._requires_grad or t._view_meta == "no_grad":
+            return      # requires_grad_(False) since, or a view made under no_grad: as PyTorch, skip
         if not create_graph and isinstance(g, _Tensor):
             g = g.data
         if not isinstance(g, _Tensor):
@@ -370,7 +370,19 @@ def add_retain_hook(t: Any) -> None:
             owner.grad = g if owner.grad is None else owner.grad + g     # under create_graph: recorded
 
     retain.retains_grad = True
-    t.grad_fn.add_pre_hook(t._nr, retain)
+    t._retain_undo = t.grad_fn.add_pre_hook(t._nr, retain)
+
+
+def rebase(t: Any, new: Any) -> None:
+    """``t`` was changed in place to ``new``'s value: it takes ``new``'s history (its gradient now
+    flows through ``new``'s node) and forward-mode tangents; ``retain_grad`` follows it, as PyTorch."""
+    if new.grad_fn is not None and new.grad_fn is not t.grad_fn:
+        if t._retains:
+            t._retain_undo()
+        t.grad_fn, t._nr, t._requires_grad = new.grad_fn, new._nr, True
+        if t._retains:
+            add_retain_hook(t)
+    t._tangents = new._tangents
 
 
 

@@ -33,6 +33,8 @@ class Tensor:
     _tangents: dict | None = None   # forward mode: {level: tangent}
     _leaf_edge: Any = None  # a leaf's (AccumulateGrad node, 0), created on first use
     _retains = False
+    _view_meta: str | None = None   # "multi" (an output of split/unbind) or "no_grad" (made under
+                                    # no_grad): in-place on it with grad recorded raises, as PyTorch
 
     def __init__(self, data: Any, requires_grad: bool = False) -> None:
         if isinstance(data, Tensor):
@@ -193,7 +195,8 @@ class Tensor:
                     t.grad_fn.output_modified(t._nr, t.data)
 
     def _assign(self, new: Tensor, op: str) -> Tensor:
-        """Make ``self`` hold ``new`` (an out-of-place result) in place; rebase its grad_fn."""
+        """Write ``new`` (an out-of-place result) into ``self``'s memory, after checking it may be
+        (``graph.rebase`` then gives ``self`` ``new``'s history)."""
         if self.grad_fn is None and self._requires_grad and STATE.grad_enabled:
             raise GraphError(f"{op}: a leaf tensor that requires grad is used in an in-place "
                              f"operation; wrap it in cr.no_grad() or use an out-of-place op")
@@ -212,9 +215,6 @@ class Tensor:
                              f"({form}) or cast first (t = t.astype(cr.float32))")
         np.copyto(self.data, new.data, casting="same_kind")
         self._bump()
-        if new.grad_fn is not None:
-            self.grad_fn, self._nr, self._requires_grad = new.grad_fn, new._nr, True
-        self._tangents = new._tangents
         return self
 
     def zero_(self) -> Tensor:

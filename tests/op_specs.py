@@ -169,6 +169,11 @@ OP_SPECS: list[OpSpec] = [
            torch_fn=_tl(lambda t, x: x[..., None, 1])),
     OpSpec("scatter_add", lambda x: cr.ops.scatter_add(x, (_IDX,), (3, 4)), shapes=((4, 4),),
            torch_fn=_tl(lambda t, x: t.zeros(3, 4, dtype=x.dtype).index_add(0, t.tensor(_IDX), x))),
+    OpSpec("diagonal", lambda x: cr.diagonal(x, 1), torch_fn=_tl(lambda t, x: x.diagonal(1))),
+    OpSpec("diagonal", lambda x: cr.diagonal(x, -1, 2, 0), id="diagonal-3d", shapes=((3, 4, 5),),
+           torch_fn=_tl(lambda t, x: x.diagonal(-1, 2, 0))),
+    OpSpec("diagonal_scatter", lambda x, v: cr.diagonal_scatter(x, v, 1), shapes=((3, 4), (3,)),
+           torch_fn=_tl(lambda t, x, v: t.diagonal_scatter(x, v, 1))),
     OpSpec("index_put", lambda x, v: cr.ops.index_put(x, (slice(None), 1), v), shapes=((3, 4), (3,)),
            torch_fn=_tl(lambda t, x, v: x.index_put((t.arange(3), t.tensor(1)), v))),
     # ----- nn -----

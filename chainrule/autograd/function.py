@@ -6,8 +6,8 @@ from typing import Any
 from .._backend import np
 from ..errors import GraphError
 from ..grad_mode import STATE, no_grad
-from ..graph import FREED, GraphNode, check_saved, next_seq, pack_saved, unpack_saved, versions_of
-from ..ops import zeros_like
+from ..graph import FREED, GraphNode, check_saved, next_seq, pack_saved, rebase, unpack_saved, versions_of
+from ..ops import after_write, zeros_like
 from ..tensor import Tensor, wrap
 from .forward import fit_tangent, levels_of, tower
 
@@ -20,6 +20,7 @@ class FunctionCtx:
         self.versions: dict | None = None
         self.needs_input_grad: tuple = ()
         self.non_differentiable: set = set()
+        self.dirty: dict = {}             # id -> input that forward modified in place (mark_dirty)
         self._who = "saved_tensors"       # "MyFnBackward" once Function.apply made this ctx
 
     def save_for_backward(self, *tensors: Any) -> None:
@@ -34,6 +35,11 @@ class FunctionCtx:
     def saved_tensors(self) -> tuple:
         check_saved(self._who, self.saved_values, self.versions or {}, "saved tensor")
         return unpack_saved(self.saved_values, True)
+
+    def mark_dirty(self, *tensors: Any) -> None:
+        """Declare inputs that forward modified in place; forward must return them. Each returned
+        one is the input itself, now with this Function's node as its history (PyTorch's rule)."""
+        self.dirty = {id(t): t for t in tensors}
 
     def mark_non_differentiable(self, *tensors: Any) -> None:
         """Declare outputs that never carry a gradient (e.g. an argmax output)."""
@@ -118,13 +124,22 @@ class Function:
         ctx._who = f"{cls.__name__}Backward"
         record = STATE.grad_enabled and any(isinstance(a, Tensor) and a.requires_grad for a in args)
         ctx.needs_input_grad = tuple(record and isinstance(a, Tensor) and a.requires_grad for a in args)
+        before = [a._tangents if isinstance(a, Tensor) else None for a in args] if STATE.fw_levels else None
         with no_grad():
             raw_out = cls.forward(ctx, *args, **kwargs)
+        if before is not None:        # an input forward changed in place gets its tangent from jvp
+            for a, tangents in zip(args, before):
+                if isinstance(a, Tensor) and id(a) in ctx.dirty:
+                    a._tangents = tangents
         single = not isinstance(raw_out, tuple)
         outs = [raw_out] if single else list(raw_out)
+        if ctx.dirty:
+            _check_dirty(cls, ctx, args, outs, record)
         results = []
         for o in outs:
-            if isinstance(o, Tensor):
+            if isinstance(o, Tensor) and id(o) in ctx.dirty:
+                t = o                     # a modified input is returned as itself
+            elif isinstance(o, Tensor):
                 t = wrap(o.data)
             elif isinstance(o, (np.ndarray, np.generic, float, int)):
                 t = wrap(np.asarray(o))
@@ -139,10 +154,42 @@ class Function:
             for nr, (r, o) in enumerate(zip(results, outs)):
                 if isinstance(r, Tensor) and id(o) not in ctx.non_differentiable \
                         and r.dtype.kind in "fcV":
-                    r.grad_fn, r._nr, r._requires_grad = node, nr, True
+                    if id(o) in ctx.dirty:
+                        rebase(r, _Result(node, nr, r._tangents))
+                    else:
+                        r.grad_fn, r._nr, r._requires_grad = node, nr, True
         if STATE.fw_levels:
             _function_jvp(cls, ctx, args, results)
+        for t in ctx.dirty.values():
+            if t._family is not None:     # a view: its base's history and its siblings follow
+                after_write(t)
         return results[0] if single else tuple(results)
+
+
+class _Result:
+    """What ``graph.rebase`` reads of a new value: its history (node, output index) and tangents
+    (a dirty input's own, copied: the jvp below reads them before it writes the new ones)."""
+
+    def __init__(self, node: Any, nr: int, tangents: dict | None) -> None:
+        self.grad_fn, self._nr, self._tangents = node, nr, dict(tangents) if tangents else None
+
+
+def _check_dirty(cls: type, ctx: FunctionCtx, args: tuple, outs: list, record: bool) -> None:
+    returned = {id(o) for o in outs}
+    for t in ctx.dirty.values():
+        if not any(t is a for a in args):
+            raise GraphError(f"{cls.__name__}: mark_dirty was given a tensor that is not an input of "
+                             f"forward; only inputs modified in place are marked dirty")
+        if id(t) not in returned:
+            raise GraphError(f"{cls.__name__}: an input marked dirty (shape {t.shape}) was not returned "
+                             f"by forward; return every tensor modified in place")
+        root = t
+        while root._view is not None:
+            root = root._view[0]
+        if record and root.grad_fn is None and root._requires_grad:
+            what = "a leaf tensor" if root is t else "a view of a leaf tensor"
+            raise GraphError(f"{cls.__name__}: {what} that requires grad (shape {t.shape}) was "
+                             f"modified in place (mark_dirty); clone it first or call under cr.no_grad()")
 
 
 def _function_jvp(cls: type, ctx: FunctionCtx, args: tuple, results: list) -> None:

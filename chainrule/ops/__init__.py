@@ -7,6 +7,7 @@ from typing import Any
 from .._backend import np
 from ..tensor import Tensor
 from . import _methods
+from ._methods import after_write as after_write  # (for cr.Function.mark_dirty)
 
 # the extension API's old home (its home is chainrule.extend): kept importable
 from ._registry import PRIMITIVES, Primitive, apply, defprim, linear_jvps, raw, unary  # noqa: F401
@@ -132,6 +133,7 @@ from .shape import (
     broadcast_to,
     concatenate,
     diagonal,
+    diagonal_scatter,
     expand_dims,
     flatten,
     flip,
@@ -156,6 +158,7 @@ from .shape import (
     transpose,
     tril,
     triu,
+    unbind,
     vstack,
 )
 
@@ -272,7 +275,7 @@ __all__ = [
     "arctan", "arctan2", "arctanh", "argmax", "argmin", "argsort", "around", "array_split",
     "as_tensor", "astype", "atleast_1d", "atleast_2d", "average", "broadcast_to", "cbrt",
     "ceil", "cholesky", "clip", "concatenate", "copy", "cos", "cosh", "cumprod", "cumsum",
-    "det", "diagonal", "divide", "divmod", "dot", "einsum", "equal", "erf", "exp", "exp2",
+    "det", "diagonal", "diagonal_scatter", "divide", "divmod", "dot", "einsum", "equal", "erf", "exp", "exp2",
     "expand_dims", "expm1", "flatten", "flip", "floor", "floor_divide", "fmax", "fmin", "gelu",
     "getitem", "greater", "greater_equal", "hstack", "hypot", "index_put", "inner", "inv",
     "isfinite", "isinf", "isnan", "less", "less_equal", "linalg", "linear", "log", "log10",
@@ -281,7 +284,7 @@ __all__ = [
     "multiply", "negative", "nonzero", "norm", "not_equal", "ones_like", "outer", "pad",
     "permute_dims", "pow", "power", "prod", "ravel", "reciprocal", "relu", "remainder",
     "repeat", "reshape", "roll", "round", "scatter_add", "sigmoid", "sign", "sin", "sinh",
-    "slogdet", "softmax", "softmax_cross_entropy", "softplus", "solve", "sort", "split", "sqrt",
+    "slogdet", "softmax", "softmax_cross_entropy", "softplus", "solve", "sort", "split", "sqrt", "unbind",
     "square", "squeeze", "stack", "std", "subtract", "sum", "swapaxes", "take",
     "take_along_axis", "tan", "tanh", "tanh_backward", "tensordot", "tile", "trace",
     "transpose", "tril", "triu", "true_divide", "var", "vdot", "vstack", "where", "zeros_like",

@@ -5,10 +5,12 @@ the reflected ones swap the operands; in-place ones compute out of place and ``_
 """
 from __future__ import annotations
 
+from contextlib import nullcontext
 from typing import Any
 
 from ..errors import GraphError
-from ..grad_mode import STATE
+from ..grad_mode import STATE, no_grad
+from ..graph import rebase
 from ..tensor import Tensor
 from . import elementwise as E
 from . import linalg as L
@@ -27,7 +29,7 @@ _METHODS = {
     "astype": E.astype, "swapaxes": S.swapaxes, "moveaxis": S.moveaxis, "squeeze": S.squeeze,
     "expand_dims": S.expand_dims, "ravel": S.ravel, "flatten": S.flatten, "flip": S.flip,
     "roll": S.roll, "repeat": S.repeat, "take": S.take, "trace": R.trace, "diagonal": S.diagonal,
-    "broadcast_to": S.broadcast_to, "tile": S.tile, "sort": R.sort, "dot": L.dot,
+    "broadcast_to": S.broadcast_to, "unbind": S.unbind, "tile": S.tile, "sort": R.sort, "dot": L.dot,
     "matmul": L.matmul, "norm": L.norm, "softmax": softmax, "log_softmax": log_softmax,
     "__add__": E.add, "__sub__": E.subtract, "__mul__": E.multiply, "__truediv__": E.divide,
     "__floordiv__": E.floor_divide, "__mod__": E.mod, "__divmod__": E.divmod, "__pow__": E.power,
@@ -52,17 +54,27 @@ def _reflected(op: Any) -> Any:
 
 def _in_place(op: Any, symbol: str) -> Any:
     def method(self: Tensor, other: Any) -> Tensor:
-        self._assign(op(_operand(self, symbol, other), other), symbol)
+        new = op(_operand(self, symbol, other), other)
+        rebase(self._assign(new, symbol), new)
         if self._family is not None:
-            _after_write(self)
+            after_write(self)
         return self
     return method
 
 
 def _setitem(self: Tensor, index: Any, value: Any) -> None:
-    self._assign(S.index_put(_operand(self, "__setitem__", value), index, value), "__setitem__")
+    new = S.index_put(_operand(self, "__setitem__", value), index, value)
+    rebase(self._assign(new, "__setitem__"), new)
     if self._family is not None:
-        _after_write(self)
+        after_write(self)
+
+
+_MULTI = ("{op}: this tensor is one of the views returned by split/unbind, and is being modified "
+          "in place while gradients are recorded: such views may not be modified in place (as in "
+          "PyTorch). Clone it first (v = v.copy()) or use an out-of-place op")
+_NO_GRAD = ("{op}: this view was created under no_grad and is being modified in place while "
+            "gradients are recorded, which is ambiguous (as in PyTorch it is an error). Create the "
+            "view with grad mode on, modify it under cr.no_grad(), or clone it first")
 
 
 def _operand(t: Tensor, op: str, other: Any) -> Any:
@@ -71,13 +83,17 @@ def _operand(t: Tensor, op: str, other: Any) -> Any:
     its operand for ``other``'s gradient (``t *= u`` needs t's value before the change)."""
     view = t._view
     if view is not None:
+        recorded = STATE.grad_enabled
+        other_rg = isinstance(other, Tensor) and other._requires_grad
+        if t._view_meta is not None and recorded and (t._requires_grad or other_rg):
+            raise GraphError((_MULTI if t._view_meta == "multi" else _NO_GRAD).format(op=op))
         base = t
         while base._view is not None:
             base = base._view[0]
-        if base.grad_fn is None and base._requires_grad and STATE.grad_enabled:
+        if base.grad_fn is None and base._requires_grad and recorded:
             raise GraphError(f"{op}: a view of a leaf tensor that requires grad is used in an in-place "
                              f"operation; wrap it in cr.no_grad() or use an out-of-place op")
-        if STATE.grad_enabled and base._requires_grad:
+        if (recorded and base._requires_grad) or (STATE.fw_levels and base._tangents):
             t = _fresh(t)
     if isinstance(other, Tensor) and other._requires_grad and STATE.grad_enabled:
         t = E.copy(t)
@@ -96,25 +112,32 @@ def _fresh(t: Tensor) -> Tensor:
     return t
 
 
-def _after_write(t: Tensor) -> None:
+def after_write(t: Tensor) -> None:
     """After an in-place op on ``t``: if ``t`` is a view, its bases' history now runs through its
     new value (PyTorch's CopySlices: ``index_put``, or the inverse reshape/transpose, up a chain of
-    views), and every view of this memory is re-derived from its (new) base."""
-    if not STATE.grad_enabled:
+    views), and every view of this memory is re-derived from its (new) base. Forward mode alike:
+    the base's tangent takes the view's new tangent, and each view's tangent is the view of its
+    base's."""
+    recorded, dual = STATE.grad_enabled, bool(STATE.fw_levels)
+    if not (recorded or dual):
         return
     view = t
     while view._view is not None and view._view[2] is not None:
         base, _, put_back = view._view
-        if not (view._requires_grad or base._requires_grad):
+        if not ((recorded and (view._requires_grad or base._requires_grad))
+                or (dual and (view._tangents or base._tangents))):
             break
-        new_base = put_back(_fresh(base), view)   # the base with the view's region replaced: recorded
-        base.grad_fn, base._nr, base._requires_grad = new_base.grad_fn, new_base._nr, True
+        rebase(base, put_back(_fresh(base), view))   # the base with the view's region replaced
         view = base
     for ref in list(t._family):                # creation order: a view's base comes before it
         v = ref()
-        if v is not None and v._view is not None and v._view[1] is not None and v._view[0]._requires_grad:
-            again = v._view[1](v._view[0])
-            v.grad_fn, v._nr, v._requires_grad = again.grad_fn, again._nr, again._requires_grad
+        if v is None or v._view is None or v._view[1] is None:
+            continue
+        base = v._view[0]
+        track = recorded and base._requires_grad and v._view_meta != "no_grad"   # (that one is a leaf)
+        if track or (dual and base._tangents):
+            with no_grad() if not track else nullcontext():
+                rebase(v, v._view[1](base))
 
 
 def _reshape(self: Tensor, *shape: Any) -> Tensor:

@@ -45,26 +45,28 @@ def _mm(x: Any, y: Any) -> Any:
     return apply(MATMUL, (x, y))
 
 
+# Each rule reads only the other operand (x is not kept when only x needs a gradient, as in
+# PyTorch), so an operand's rank is read off the cotangent's: g.ndim < y.ndim only when x is 1-D.
 def _matmul_vjp_x(g: Any, out: Any, x: Any, y: Any) -> Any:
     if y.ndim == 1:                      # (..., k) @ (k,) -> (...): gx = g[..., None] * y
         return g[..., None] * y
-    if x.ndim == 1:                      # (k,) @ (..., k, n) -> (..., n): gx = y g, batch summed by _fit
+    if g.ndim < y.ndim:                      # (k,) @ (..., k, n) -> (..., n): gx = y g, batch summed by _fit
         return _mm(y, g) if y.ndim == 2 else _mm(y, g[..., None])[..., 0]
     return _mm(g, y.swapaxes(-1, -2))
 
 
 def _matmul_vjp_y(g: Any, out: Any, x: Any, y: Any) -> Any:
     if x.ndim == 1:                      # gy = x[:, None] * g[..., None, :]
-        if y.ndim == 1:
+        if g.ndim == 0:
             return g * x
         return x[:, None] * g[..., None, :]
-    if y.ndim == 1:                      # (..., m, k) @ (k,) -> (..., m): gy = x^T g (= g x for 2-D x)
+    if g.ndim < x.ndim:                  # (..., m, k) @ (k,) -> (..., m): gy = x^T g (= g x for 2-D x)
         return _mm(g, x) if x.ndim == 2 else _mm(x.swapaxes(-1, -2), g[..., None])[..., 0]
     return _mm(x.swapaxes(-1, -2), g)
 
 
 MATMUL = defprim("matmul", _matmul_forward, vjps=(_matmul_vjp_x, _matmul_vjp_y), jvps="linear",
-                 saves="x y", flops=_matmul_flops, accumulate=True, autocast="low",
+                 saves="x y", needs={0: (1,), 1: (0,)}, flops=_matmul_flops, accumulate=True, autocast="low",
                  kind="matmul", hint="The last axis of the first input must match the second-to-last "
                                      "axis of the second (for 1-D inputs, their only axis).")
 

@@ -1,5 +1,5 @@
 """Shape and indexing ops. Primitives: reshape, transpose, broadcast_to, concatenate, flip, roll, pad,
-getitem, scatter_add, index_put. Everything else here is a composite and needs no rule.
+getitem, scatter_add, index_put, diagonal, diagonal_scatter. Everything else here is a composite and needs no rule.
 
 Indexing follows NumPy: integer-array indices that repeat an element accumulate its gradient.
 """
@@ -11,6 +11,7 @@ from typing import Any, Sequence
 
 from .._backend import np
 from ..errors import ShapeError
+from ..grad_mode import STATE
 from ..tensor import Tensor
 from ._registry import apply, defprim, raw
 from ._shapes import normalize_axis
@@ -49,6 +50,28 @@ TRANSPOSE = defprim("transpose", lambda x, axes: np.transpose(x, axes),
 # The engine sums a cotangent back to the input's shape, so broadcast_to's rule is the identity.
 BROADCAST_TO = defprim("broadcast_to", lambda x, shape: np.broadcast_to(x, shape),
                        vjps=(lambda g, out, x, shape: g,), jvps="linear", flops=_NOFLOP, kind="shape")
+
+
+def _diagonal_forward(x: Any, offset: int, axis1: int, axis2: int, shape: tuple) -> Any:
+    d = np.diagonal(x, offset, axis1, axis2)
+    if x.flags.writeable:
+        d.flags.writeable = True     # a writable view, as PyTorch's (NumPy's is read-only)
+    return d
+
+
+def _diagonal_scatter_forward(g: Any, offset: int, axis1: int, axis2: int, shape: tuple) -> Any:
+    out = np.zeros(shape, dtype=g.dtype)
+    _diagonal_forward(out, offset, axis1, axis2, shape)[...] = g
+    return out
+
+
+# diagonal and diagonal_scatter (zeros of ``shape`` with the diagonal set) are each other's transpose
+DIAGONAL = defprim("diagonal", _diagonal_forward,
+                   vjps=(lambda g, out, x, **p: apply(DIAGONAL_SCATTER, (g,), p),), jvps="linear",
+                   flops=_NOFLOP, kind="shape")
+DIAGONAL_SCATTER = defprim("diagonal_scatter", _diagonal_scatter_forward,
+                           vjps=(lambda g, out, x, **p: apply(DIAGONAL, (g,), p),), jvps="linear",
+                           flops=_NOFLOP, kind="shape")
 
 
 def _concat_vjp(g: Any, out: Any, *xs: Any, axis: int, bounds: tuple, argnum: int) -> Any:
@@ -179,6 +202,12 @@ def _as_view(out: Any, x: Any, regenerate: Any, put_back: Any) -> Any:
     if isinstance(x, Tensor) and isinstance(out, Tensor) and np.may_share_memory(out.data, x.data):
         out._shares_memory_with(x)
         out._view = (x, regenerate, put_back)
+        if x._view_meta is not None:           # a view of a split output, or of a no_grad view
+            out._view_meta = x._view_meta
+        elif not STATE.grad_enabled:
+            out._view_meta = "no_grad"
+            if x._requires_grad:               # as in PyTorch: a leaf that requires grad
+                out._requires_grad = True
     return out
 
 
@@ -191,8 +220,6 @@ def reshape(x: Any, shape: Any, *more: int) -> Any:
         shape = (int(shape),)
     in_shape = _shape_of(x)
     shape = tuple(int(s) for s in shape)
-    if shape == in_shape and isinstance(x, Tensor) and not x._requires_grad:
-        return x                  # (one that requires grad gets a node, as PyTorch's view: its own .grad)
     return _as_view(apply(RESHAPE, (x,), {"shape": shape, "in_shape": in_shape}), x,
                     lambda b: reshape(b, shape), lambda b, v: reshape(v, in_shape))
 
@@ -241,8 +268,6 @@ def swapaxes(x: Any, axis1: int, axis2: int) -> Any:
 def broadcast_to(x: Any, shape: Any) -> Any:
     """Broadcast to ``shape``; the gradient is summed back."""
     shape = tuple(shape)
-    if _shape_of(x) == shape and isinstance(x, Tensor) and not x._requires_grad:
-        return x
     return _as_view(apply(BROADCAST_TO, (x,), {"shape": shape}), x, None, None)   # read-only
 
 
@@ -346,7 +371,26 @@ def split(x: Any, indices_or_sections: Any, axis: int = 0) -> list:
     else:
         cuts = list(indices_or_sections)
     edges = [0, *cuts, n]
-    return [getitem(x, (slice(None),) * axis + (slice(a, b),)) for a, b in zip(edges[:-1], edges[1:])]
+    return _multi([getitem(x, (slice(None),) * axis + (slice(a, b),)) for a, b in zip(edges[:-1], edges[1:])])
+
+
+def unbind(x: Any, axis: int = 0) -> list:
+    """The slices along ``axis``, each a view (PyTorch's ``unbind``).
+
+    >>> import chainrule as cr
+    >>> [t.tolist() for t in cr.unbind(cr.tensor([[1.0, 2.0], [3.0, 4.0]]), axis=1)]
+    [[1.0, 3.0], [2.0, 4.0]]
+    """
+    axis = _axis(axis, len(_shape_of(x)), "unbind")
+    return _multi([getitem(x, (slice(None),) * axis + (i,)) for i in range(_shape_of(x)[axis])])
+
+
+def _multi(views: list) -> list:
+    """Outputs of a multi-output view op: as in PyTorch, in-place on one while grad is recorded raises."""
+    for v in views:
+        if isinstance(v, Tensor) and v._view is not None and v._view_meta is None:
+            v._view_meta = "multi"
+    return views
 
 
 def array_split(x: Any, sections: int, axis: int = 0) -> list:
@@ -447,13 +491,37 @@ def take_along_axis(x: Any, indices: Any, axis: int) -> Any:
 
 
 def diagonal(x: Any, offset: int = 0, axis1: int = 0, axis2: int = 1) -> Any:
-    """Diagonal of the (axis1, axis2) planes, on the last axis (composite of getitem)."""
-    moved = moveaxis(x, (axis1, axis2), (-2, -1))
-    rows, cols = _shape_of(moved)[-2:]
-    start_r, start_c = max(-offset, 0), max(offset, 0)
-    n = max(min(rows - start_r, cols - start_c), 0)
-    r = np.arange(n) + start_r
-    return getitem(moved, (Ellipsis, r, r - start_r + start_c))
+    """Diagonal of the (axis1, axis2) planes, on the last axis: a writable view, as PyTorch's.
+
+    >>> import chainrule as cr
+    >>> cr.diagonal(cr.tensor([[1.0, 2.0], [3.0, 4.0]]))
+    tensor([1., 4.])
+    """
+    shape = _shape_of(x)
+    if len(shape) < 2:
+        raise ShapeError(f"diagonal: needs at least 2 dimensions, got shape {shape}")
+    a1, a2 = _axis(axis1, len(shape), "diagonal"), _axis(axis2, len(shape), "diagonal")
+    if a1 == a2:
+        raise ShapeError(f"diagonal: axis1 and axis2 must differ, got {axis1} and {axis2}")
+    params = {"offset": int(offset), "axis1": a1, "axis2": a2, "shape": shape}
+    return _as_view(apply(DIAGONAL, (x,), params), x, lambda b: apply(DIAGONAL, (b,), params),
+                    lambda b, v: diagonal_scatter(b, v, offset, a1, a2))
+
+
+def diagonal_scatter(x: Any, values: Any, offset: int = 0, axis1: int = 0, axis2: int = 1) -> Any:
+    """``x`` with its diagonal replaced by ``values``, out of place (PyTorch's ``diagonal_scatter``).
+
+    >>> import chainrule as cr
+    >>> cr.diagonal_scatter(cr.zeros((2, 2)), cr.tensor([1.0, 2.0]))
+    tensor([[1., 0.],
+            [0., 2.]])
+    """
+    shape = _shape_of(x)
+    a1, a2 = _axis(axis1, len(shape), "diagonal_scatter"), _axis(axis2, len(shape), "diagonal_scatter")
+    params = {"offset": int(offset), "axis1": a1, "axis2": a2, "shape": shape}
+    mask = np.zeros(shape, dtype=bool)
+    _diagonal_forward(mask, **params)[...] = True
+    return where(mask, apply(DIAGONAL_SCATTER, (values,), params), x)
 
 
 def tril(x: Any, k: int = 0) -> Any:
