@@ -32,7 +32,7 @@ def set_default_dtype(dtype: object) -> None:
     >>> cr.set_default_dtype(cr.float32)
     """
     d = np.dtype(dtype)
-    if d not in _FLOATS:
+    if d not in _FLOATS or d.kind == "c":
         raise TypeError(f"set_default_dtype: {d} is not a floating dtype; use float32 or float64")
     _default[0] = d
 
@@ -40,6 +40,18 @@ def set_default_dtype(dtype: object) -> None:
 def get_default_dtype() -> np.dtype:
     """Return the dtype that Python floats become."""
     return _default[0]
+
+
+complex64 = np.dtype(np.complex64)
+complex128 = np.dtype(np.complex128)
+
+
+def default_for(dtype: np.dtype) -> np.dtype:
+    """What NumPy's float64 or complex128 from Python data becomes: the default dtype, or its
+    complex partner (complex64 for float32 and the 16-bit floats, complex128 for float64)."""
+    if dtype.kind != "c":
+        return _default[0]
+    return complex128 if _default[0] == float64 else complex64
 
 
 def is_floating(dtype: np.dtype) -> bool:

@@ -57,11 +57,6 @@ class Tensor:
         if self.grad_fn is not None and not flag:
             raise GraphError("requires_grad can only be turned off on leaf tensors; "
                              "use .detach() to get a tensor outside the graph")
-        if flag and self.data.dtype.kind == "c":
-            raise DTypeError(f"requires_grad=True on a complex tensor ({self.data.dtype}, shape "
-                             f"{self.data.shape}) is not supported yet: chainrule's rules do not "
-                             f"follow one complex convention. Differentiate the real and imaginary "
-                             f"parts as two real tensors (x.real, x.imag) instead")
         if flag and not _dtypes.is_floating(self.data.dtype):
             raise DTypeError(f"requires_grad=True needs a floating dtype, but this tensor is "
                              f"{self.data.dtype} with shape {self.data.shape}; create it with "
@@ -114,7 +109,8 @@ class Tensor:
     def __repr__(self) -> str:
         body = np.array2string(np.asarray(self.data), separator=", ", prefix="tensor(")
         extra = ""
-        if self.data.dtype not in (_dtypes.get_default_dtype(), np.dtype(np.int64), np.dtype(np.bool_)):
+        if self.data.dtype not in (_dtypes.get_default_dtype(), _dtypes.default_for(_dtypes.complex128),
+                                   np.dtype(np.int64), np.dtype(np.bool_)):
             extra += f", dtype={self.data.dtype}"
         if self.grad_fn is not None:
             extra += f", grad_fn=<{self.grad_fn.name}>"
@@ -241,7 +237,8 @@ _new = object.__new__
 def tensor(data: Any, dtype: Any = None, requires_grad: bool = False) -> Tensor:
     """Create a leaf tensor holding a copy of ``data``.
 
-    Python floats become the default dtype (float32); NumPy arrays keep theirs.
+    Python floats become the default dtype (float32), Python complex numbers its complex partner
+    (complex64); NumPy arrays keep theirs.
 
     >>> import chainrule as cr
     >>> cr.tensor([1.0, 2.0]).dtype, cr.tensor([1, 2]).dtype
@@ -254,8 +251,8 @@ def tensor(data: Any, dtype: Any = None, requires_grad: bool = False) -> Tensor:
     if arr.dtype.kind in "OUS":
         raise DTypeError(f"tensor: cannot hold {type(data).__name__} data ({arr.dtype}); a tensor "
                          f"holds numbers: pass numbers, (nested) lists of numbers or a numeric array")
-    if dtype is None and python_data and arr.dtype == np.float64:
-        arr = arr.astype(_dtypes.get_default_dtype())
+    if dtype is None and python_data and arr.dtype.kind in "fc" and arr.dtype.itemsize in (8, 16):
+        arr = arr.astype(_dtypes.default_for(arr.dtype))     # float64/complex128 from Python data
     out = Tensor(arr)
     if requires_grad:
         out.requires_grad = True

@@ -102,6 +102,10 @@ def _roots(outputs: list, grad_outputs: Any, create_graph: bool, who: str) -> li
                 raise GraphError(f"{who}: grad can be implicitly created only for scalar outputs, but "
                                  f"output {i} has shape {out.shape}; pass gradient= (a tensor of that "
                                  f"shape), or reduce the output first (e.g. .sum())")
+            if out.data.dtype.kind == "c":
+                raise DTypeError(f"{who}: grad can be implicitly created only for real scalar outputs, "
+                                 f"but output {i} is {out.dtype}; differentiate a real function of "
+                                 f"it (z.abs() ** 2, z.real, ...) or pass gradient=")
             g = np.ones(out.data.shape, out.data.dtype)
         else:
             gd = g.data if isinstance(g, _Tensor) else np.asarray(g)

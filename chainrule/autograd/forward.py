@@ -49,6 +49,8 @@ def push_tangents(prim: Any, xs: tuple, params: dict, out: Any) -> None:
         else:
             datas.append(x)
     rules, variadic, o, tout = prim.jvps, prim.variadic, out.data, None
+    if todo and o.dtype.kind == "c" and prim.complex is None:
+        raise _ops.complex_error(prim, o.dtype, "forward-mode derivative")
     for i, t in todo:
         rule = rules[0 if variadic else i]
         if rule is None:
@@ -84,6 +86,8 @@ def _push_nested(prim: Any, xs: tuple, params: dict, out: Any, st: Any) -> None:
     levels = levels_of(xs)
     if not levels:
         return
+    if out.data.dtype.kind == "c" and prim.complex is None:
+        raise _ops.complex_error(prim, out.data.dtype, "forward-mode derivative")
     if out._tangents is None:
         out._tangents = {}
     rules = prim.jvps

@@ -11,11 +11,13 @@ from ._methods import after_write as after_write  # (for cr.Function.mark_dirty)
 
 # the extension API's old home (its home is chainrule.extend): kept importable
 from ._registry import PRIMITIVES, Primitive, apply, defprim, linear_jvps, raw, unary  # noqa: F401
+from ._registry import complex_error as complex_error  # (for forward mode)
 from .elementwise import (
     abs,
     absolute,
     add,
     alias,
+    angle,
     arccos,
     arccosh,
     arcsin,
@@ -29,6 +31,8 @@ from .elementwise import (
     cbrt,
     ceil,
     clip,
+    conj,
+    conjugate,
     copy,
     cos,
     cosh,
@@ -139,11 +143,13 @@ from .shape import (
     flip,
     getitem,
     hstack,
+    imag,
     index_put,
     moveaxis,
     pad,
     permute_dims,
     ravel,
+    real,
     repeat,
     reshape,
     roll,
@@ -159,13 +165,15 @@ from .shape import (
     tril,
     triu,
     unbind,
+    view_as_complex,
+    view_as_real,
     vstack,
 )
 
 linalg = types.SimpleNamespace(inv=inv, solve=solve, det=det, slogdet=slogdet, cholesky=cholesky,
                                norm=norm)
 
-_UFUNCS = {np.add: add, np.subtract: subtract, np.multiply: multiply, np.divide: divide,
+_UFUNCS = {np.conjugate: conj, np.add: add, np.subtract: subtract, np.multiply: multiply, np.divide: divide,
            np.true_divide: divide, np.power: power, np.negative: negative, np.exp: exp,
            np.exp2: exp2, np.log: log, np.log2: log2, np.log10: log10, np.log1p: log1p,
            np.expm1: expm1, np.sqrt: sqrt, np.cbrt: cbrt, np.sin: sin, np.cos: cos, np.tan: tan,
@@ -186,6 +194,7 @@ _FUNCTIONS = {np.sum: sum, np.mean: mean, np.prod: prod, np.max: amax, np.amax: 
               np.argmax: argmax, np.argmin: argmin, np.argsort: argsort, np.sort: sort,
               np.average: average, np.dot: dot, np.vdot: vdot, np.inner: inner, np.outer: outer,
               np.tensordot: tensordot, np.einsum: einsum, np.trace: trace, np.diagonal: diagonal,
+              np.real: real, np.imag: imag, np.angle: angle,
               np.reshape: reshape, np.transpose: transpose, np.moveaxis: moveaxis,
               np.swapaxes: swapaxes, np.expand_dims: expand_dims, np.squeeze: squeeze,
               np.ravel: ravel, np.broadcast_to: broadcast_to, np.concatenate: concatenate,
@@ -275,7 +284,8 @@ __all__ = [
     "arctan", "arctan2", "arctanh", "argmax", "argmin", "argsort", "around", "array_split",
     "as_tensor", "astype", "atleast_1d", "atleast_2d", "average", "broadcast_to", "cbrt",
     "ceil", "cholesky", "clip", "concatenate", "copy", "cos", "cosh", "cumprod", "cumsum",
-    "det", "diagonal", "diagonal_scatter", "divide", "divmod", "dot", "einsum", "equal", "erf", "exp", "exp2",
+    "det", "diagonal", "diagonal_scatter", "real", "imag", "conj", "conjugate", "angle", "view_as_real",
+    "view_as_complex", "divide", "divmod", "dot", "einsum", "equal", "erf", "exp", "exp2",
     "expand_dims", "expm1", "flatten", "flip", "floor", "floor_divide", "fmax", "fmin", "gelu",
     "getitem", "greater", "greater_equal", "hstack", "hypot", "index_put", "inner", "inv",
     "isfinite", "isinf", "isnan", "less", "less_equal", "linalg", "linear", "log", "log10",

@@ -29,7 +29,8 @@ _METHODS = {
     "astype": E.astype, "swapaxes": S.swapaxes, "moveaxis": S.moveaxis, "squeeze": S.squeeze,
     "expand_dims": S.expand_dims, "ravel": S.ravel, "flatten": S.flatten, "flip": S.flip,
     "roll": S.roll, "repeat": S.repeat, "take": S.take, "trace": R.trace, "diagonal": S.diagonal,
-    "broadcast_to": S.broadcast_to, "unbind": S.unbind, "tile": S.tile, "sort": R.sort, "dot": L.dot,
+    "broadcast_to": S.broadcast_to, "unbind": S.unbind, "conj": E.conj, "conjugate": E.conj,
+    "angle": E.angle, "tile": S.tile, "sort": R.sort, "dot": L.dot,
     "matmul": L.matmul, "norm": L.norm, "softmax": softmax, "log_softmax": log_softmax,
     "__add__": E.add, "__sub__": E.subtract, "__mul__": E.multiply, "__truediv__": E.divide,
     "__floordiv__": E.floor_divide, "__mod__": E.mod, "__divmod__": E.divmod, "__pow__": E.power,
@@ -164,6 +165,8 @@ def attach(dispatch_ufunc: Any, dispatch_function: Any) -> None:
     Tensor.reshape = Tensor.view = _reshape
     Tensor.transpose = Tensor.permute = _transpose
     Tensor.T = property(S.transpose)
+    Tensor.real = property(S.real)
+    Tensor.imag = property(S.imag)
     Tensor.mT = property(lambda self: S.swapaxes(self, -1, -2))
     Tensor.__array_ufunc__ = lambda self, ufunc, method, *inputs, **kwargs: dispatch_ufunc(
         ufunc, method, inputs, kwargs)

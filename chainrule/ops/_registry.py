@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import Any, Callable, Sequence
 
 from .._backend import ndarray, np
-from .._dtypes import LOW_PRECISION, get_default_dtype, is_floating
+from .._dtypes import LOW_PRECISION, default_for, is_floating
 from ..errors import DTypeError, ShapeError, describe
 from ..grad_mode import STATE
 from ..graph import Node
@@ -36,13 +36,13 @@ class Primitive:
 
     __slots__ = ("name", "forward", "vjps", "jvps", "save_idx", "save_out", "flops", "variadic",
                  "differentiable_out", "kind", "hint", "decide", "needs", "keep", "passthrough",
-                 "accumulate", "autocast", "out_for")
+                 "accumulate", "autocast", "out_for", "complex", "on_complex")
 
     def __init__(self, name: str, forward: Callable, vjps: Sequence[VjpRule | None] | None,
                  jvps: Sequence[JvpRule | None] | str | None, saves: str, flops: FlopRule | None,
                  variadic: bool, kind: str, hint: str, decide: Callable | None = None,
                  needs: dict | None = None, accumulate: bool = False, autocast: str = "input",
-                 out_for: tuple | None = None) -> None:
+                 out_for: tuple | None = None, complex: str | None = None) -> None:
         self.name = name
         self.forward = forward
         self.vjps = tuple(vjps) if vjps is not None else None
@@ -80,9 +80,52 @@ class Primitive:
         # the inputs whose rules read the saved output (None: all): an in-place change of the output
         # is an error only when one of them needs a gradient (x / const keeps out for const's rule)
         self.out_for = out_for
+        # complex inputs (PyTorch's convention: a real loss's z.grad is dL/dx + i dL/dy, a VJP is
+        # J^H g): "holomorphic" (the rules are analytic formulas: the JVP holds as written and the
+        # VJP is conj(rule(conj(g)))), "linear" (real coefficients: the rules hold as written),
+        # "own" (the rules treat complex themselves: abs, real, conj, ...) or None (no complex
+        # derivative: relu, maximum, ... refuse to record one)
+        if complex not in (None, "holomorphic", "linear", "own"):
+            raise ValueError(f"primitive {name!r}: complex must be 'holomorphic', 'linear', 'own' or None")
+        self.complex = complex
+        # the entry a node of a complex result records: this one, or one with conjugated VJP rules
+        self.on_complex = _holomorphic_variant(self) if complex == "holomorphic" and vjps else (
+            self if complex else None)
 
     def __repr__(self) -> str:
         return f"Primitive({self.name!r})"
+
+
+def _holomorphic_variant(prim: Primitive) -> Primitive:
+    """A copy of ``prim`` whose VJP rules are conj(rule(conj(g))): for an analytic rule computing
+    J^T g, that is J^H g, PyTorch's complex VJP (multiply: g * conj(y); matmul: g @ y^H)."""
+    variant = object.__new__(Primitive)
+    for slot in Primitive.__slots__:
+        if slot != "on_complex":
+            setattr(variant, slot, getattr(prim, slot))
+    variant.vjps = tuple(None if r is None else _conjugated(r) for r in prim.vjps)
+    variant.passthrough = False
+    variant.on_complex = variant
+    return variant
+
+
+def _conjugated(rule: VjpRule) -> VjpRule:
+    def conjugated(g: Any, out: Any, *xs: Any, **params: Any) -> Any:
+        return _conj(rule(_conj(g), out, *xs, **params))
+    conjugated.keeps_zero = getattr(rule, "keeps_zero", False)
+    return conjugated
+
+
+def _conj(a: Any) -> Any:
+    return apply(PRIMITIVES["conj"], (a,)) if isinstance(a, Tensor) else np.conj(a)
+
+
+def complex_error(prim: Primitive, dtype: Any, mode: str) -> DTypeError:
+    """The error of an op without a complex derivative, asked for one."""
+    return DTypeError(f"{prim.name}: no complex derivative ({mode} of a {dtype} result): "
+                      f"{prim.name} is not differentiable for complex inputs in chainrule (as in "
+                      f"PyTorch). Apply it to the real and imaginary parts (z.real, z.imag) or to "
+                      f"abs(z), or detach the input if no gradient is needed")
 
 
 _POSITIONS = {"x": 0, "y": 1, "z": 2}
@@ -99,7 +142,7 @@ def defprim(name: str, forward: Callable, vjps: Sequence[VjpRule | None] | None 
             flops: FlopRule | None = None, variadic: bool = False, kind: str = "elementwise",
             hint: str = "", decide: Callable | None = None, needs: dict | None = None,
             rules: Sequence[VjpRule | None] | None = None, accumulate: bool = False,
-            autocast: str = "input", out_for: tuple | None = None) -> Primitive:
+            autocast: str = "input", out_for: tuple | None = None, complex: str | None = None) -> Primitive:
     """Declare a primitive. ``vjps=None`` marks a non-differentiable op (comparisons, argmax).
 
     ``rules``: one rule per input that serves as both its VJP and its JVP, for ops whose Jacobian
@@ -107,6 +150,7 @@ def defprim(name: str, forward: Callable, vjps: Sequence[VjpRule | None] | None 
     input separately (reshape, getitem, multiply, matmul), so its JVP is the op itself applied to the
     tangent; ``vjps`` then states its transposes. ``accumulate``: 16-bit and FP8 inputs are computed
     in float32 and rounded once. ``autocast``: the dtype ``cr.autocast`` runs the op in.
+    ``complex``: how the rules treat complex inputs (see ``Primitive``; None: not at all).
 
     >>> PRIMITIVES["reshape"].jvps[0](np.ones(4), None, np.zeros(4), shape=(2, 2), in_shape=(4,))
     array([[1., 1.],
@@ -121,7 +165,7 @@ def defprim(name: str, forward: Callable, vjps: Sequence[VjpRule | None] | None 
             raise ValueError(f"primitive {name!r}: give rules= (both modes) or vjps=/jvps=, not both")
         vjps = jvps = rules
     prim = Primitive(name, forward, vjps, jvps, saves, flops, variadic, kind, hint, decide, needs,
-                     accumulate, autocast, out_for)
+                     accumulate, autocast, out_for, complex)
     PRIMITIVES[name] = prim
     return prim
 
@@ -227,8 +271,8 @@ def apply(prim: Primitive, xs: tuple, params: dict | None = None) -> Any:
         for ob in st["observers"]:
             ob.on_op(prim, datas, params or {}, out_data)
     if not has_tensor:
-        if type(out_data) is _FLOAT64 and type(datas[0]) in _PY_NUMBERS and _python_scalars(xs):
-            return out_data.astype(get_default_dtype())   # cr.exp(1.0): the default dtype, as lists
+        if type(out_data) in _PY_RESULTS and type(datas[0]) in _PY_NUMBERS and _python_scalars(xs):
+            return out_data.astype(default_for(out_data.dtype))   # cr.exp(1.0): the default dtype, as lists
         return out_data
     if type(out_data) is not ndarray:
         out_data = np.asarray(out_data)
@@ -240,6 +284,10 @@ def apply(prim: Primitive, xs: tuple, params: dict | None = None) -> Any:
     out = _new(Tensor)                # wrap(), inlined: the hot path
     out.data = out_data
     if record and st["grad_enabled"] and prim.vjps is not None:
+        if out_dtype.kind == "c":         # complex: the conjugated rules, or a clear refusal
+            if prim.on_complex is None:
+                raise complex_error(prim, out_dtype, "backward")
+            prim = prim.on_complex
         if rare and st["fw_levels"]:
             out._tangents = {}        # before the node is built: it keeps the dict if it saves out
         node = Node(prim, params or _NO_PARAMS, tuple(edges), xs, out,
@@ -278,20 +326,23 @@ def _keep_low_precision(datas: list, out_data: Any) -> Any:
     return out_data if want == out_data.dtype else out_data.astype(want)
 
 
-_FLOAT64 = np.float64
-_PY_NUMBERS = (float, int, bool)
+_PY_RESULTS = (np.float64, np.complex128)
+_PY_NUMBERS = (float, int, bool, complex)
 
 
 def _python_scalars(xs: tuple) -> bool:
-    """Only Python numbers (at least one float) among ``xs``."""
+    """Only Python numbers (at least one float or complex) among ``xs``."""
     kinds = {type(x) for x in xs}
-    return float in kinds and kinds <= {float, int, bool}
+    return bool(kinds & {float, complex}) and kinds <= {float, int, bool, complex}
 
 
 def _python_array(x: Any) -> Any:
     """A list/tuple operand as an array: Python floats take the default dtype, as in cr.tensor."""
     arr = np.asarray(x)
-    return arr.astype(get_default_dtype()) if arr.dtype == np.float64 else arr
+    return arr.astype(default_for(arr.dtype)) if arr.dtype in _PY_DTYPES else arr
+
+
+_PY_DTYPES = (np.dtype(np.float64), np.dtype(np.complex128))
 
 
 def raw(x: Any) -> Any:

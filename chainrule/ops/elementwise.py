@@ -33,6 +33,8 @@ def _erf_numpy(x: Any) -> Any:
 
 
 def _sigmoid_numpy(x: Any) -> Any:
+    if x.dtype.kind == "c":
+        return 1 / (1 + np.exp(-x))
     z = np.exp(-np.abs(x))
     return np.where(x >= 0, 1 / (1 + z), z / (1 + z))
 
@@ -59,26 +61,28 @@ def _keep_zero(*rules: Any) -> tuple:
 
 
 # ----- unary: forward, derivative d out / d x (or the divisor of g where it is a reciprocal) -----
-NEGATIVE = defprim("negative", np.negative, rules=(lambda g, out, x: -g,))
-EXP = unary("exp", np.exp, lambda out, x: out, saves="out", autocast="float32")
-EXP2 = unary("exp2", np.exp2, lambda out, x: out * _LN2, saves="out", autocast="float32")
+NEGATIVE = defprim("negative", np.negative, rules=(lambda g, out, x: -g,), complex="linear")
+EXP = unary("exp", np.exp, lambda out, x: out, saves="out", autocast="float32", complex="holomorphic")
+EXP2 = unary("exp2", np.exp2, lambda out, x: out * _LN2, saves="out", autocast="float32", complex="holomorphic")
 LOG = unary("log", np.log, over=lambda out, x: x, keep_zero=True, autocast="float32",
-            hint="log is only defined for x > 0.")
-LOG2 = unary("log2", np.log2, over=lambda out, x: x * _LN2, keep_zero=True, autocast="float32")
-LOG10 = unary("log10", np.log10, over=lambda out, x: x * _LN10, keep_zero=True, autocast="float32")
-LOG1P = unary("log1p", np.log1p, over=lambda out, x: 1 + x, keep_zero=True, autocast="float32")
-EXPM1 = unary("expm1", np.expm1, lambda out, x: out + 1, saves="out", autocast="float32")
-SQRT = unary("sqrt", np.sqrt, over=lambda out, x: 2 * out, saves="out", keep_zero=True)
+            hint="log is only defined for x > 0.", complex="holomorphic")
+LOG2 = unary("log2", np.log2, over=lambda out, x: x * _LN2, keep_zero=True, autocast="float32", complex="holomorphic")
+LOG10 = unary("log10", np.log10, over=lambda out, x: x * _LN10, keep_zero=True, autocast="float32",
+              complex="holomorphic")
+LOG1P = unary("log1p", np.log1p, over=lambda out, x: 1 + x, keep_zero=True, autocast="float32", complex="holomorphic")
+EXPM1 = unary("expm1", np.expm1, lambda out, x: out + 1, saves="out", autocast="float32", complex="holomorphic")
+SQRT = unary("sqrt", np.sqrt, over=lambda out, x: 2 * out, saves="out", keep_zero=True, complex="holomorphic")
 CBRT = unary("cbrt", np.cbrt, over=lambda out, x: 3 * out * out, saves="out", keep_zero=True)
-SIN = unary("sin", np.sin, lambda out, x: cos(x))
-COS = unary("cos", np.cos, lambda out, x: -sin(x))
-TAN = unary("tan", np.tan, lambda out, x: 1 + out * out, saves="out", autocast="float32")
-ARCSIN = unary("arcsin", np.arcsin, over=lambda out, x: sqrt(1 - x * x), keep_zero=True, autocast="float32")
+SIN = unary("sin", np.sin, lambda out, x: cos(x), complex="holomorphic")
+COS = unary("cos", np.cos, lambda out, x: -sin(x), complex="holomorphic")
+TAN = unary("tan", np.tan, lambda out, x: 1 + out * out, saves="out", autocast="float32", complex="holomorphic")
+ARCSIN = unary("arcsin", np.arcsin, over=lambda out, x: sqrt(1 - x * x), keep_zero=True, autocast="float32",
+               complex="holomorphic")
 ARCCOS = unary("arccos", np.arccos, over=lambda out, x: -sqrt(1 - x * x), keep_zero=True,
-               autocast="float32")
-ARCTAN = defprim("arctan", np.arctan, rules=(lambda g, out, x: g / (1 + x * x),), saves="x")
-SINH = unary("sinh", np.sinh, lambda out, x: cosh(x), autocast="float32")
-COSH = unary("cosh", np.cosh, lambda out, x: sinh(x), autocast="float32")
+               autocast="float32", complex="holomorphic")
+ARCTAN = defprim("arctan", np.arctan, rules=(lambda g, out, x: g / (1 + x * x),), saves="x", complex="holomorphic")
+SINH = unary("sinh", np.sinh, lambda out, x: cosh(x), autocast="float32", complex="holomorphic")
+COSH = unary("cosh", np.cosh, lambda out, x: sinh(x), autocast="float32", complex="holomorphic")
 
 
 # tanh'(x) = 1 - tanh(x)^2 as one fused node (PyTorch's tanh_backward): x (1 - y^2), with x the
@@ -93,8 +97,9 @@ def _tanh_rule(g: Any, out: Any, x: Any = None) -> Any:
 TANH_BACKWARD = defprim("tanh_backward", lambda x, y: x * (1 - y * y),
                         rules=(lambda g, out, x, y: _tanh_rule(g, y),
                                lambda g, out, x, y: -2 * g * x * y), saves="x y",
-                        needs={0: (1,), 1: (0, 1)}, flops=lambda out, x, y: 3 * int(np.size(out)))
-TANH = defprim("tanh", np.tanh, rules=(_tanh_rule,), saves="out")
+                        needs={0: (1,), 1: (0, 1)}, flops=lambda out, x, y: 3 * int(np.size(out)),
+                        complex="holomorphic")
+TANH = defprim("tanh", np.tanh, rules=(_tanh_rule,), saves="out", complex="holomorphic")
 
 
 def tanh_backward(x: Any, y: Any) -> Any:
@@ -107,10 +112,11 @@ def tanh_backward(x: Any, y: Any) -> Any:
     return _tanh_rule(x, y)
 
 
-ARCSINH = defprim("arcsinh", np.arcsinh, rules=(lambda g, out, x: g / sqrt(x * x + 1),), saves="x")
-ARCCOSH = unary("arccosh", np.arccosh, over=lambda out, x: sqrt(x * x - 1), keep_zero=True)
-ARCTANH = unary("arctanh", np.arctanh, over=lambda out, x: 1 - x * x, keep_zero=True)
-SIGMOID = unary("sigmoid", _sigmoid_numpy, lambda out, x: out * (1 - out), saves="out")
+ARCSINH = defprim("arcsinh", np.arcsinh, rules=(lambda g, out, x: g / sqrt(x * x + 1),), saves="x",
+                  complex="holomorphic")
+ARCCOSH = unary("arccosh", np.arccosh, over=lambda out, x: sqrt(x * x - 1), keep_zero=True, complex="holomorphic")
+ARCTANH = unary("arctanh", np.arctanh, over=lambda out, x: 1 - x * x, keep_zero=True, complex="holomorphic")
+SIGMOID = unary("sigmoid", _sigmoid_numpy, lambda out, x: out * (1 - out), saves="out", complex="holomorphic")
 # relu'(0) = 0, as in PyTorch and JAX
 # relu'(x) read from the output (out > 0 iff x > 0): the pre-activation need not be kept (PyTorch too)
 RELU = defprim("relu", _relu_numpy, rules=(lambda g, out, x: g * (out > 0),), saves="out",
@@ -121,36 +127,75 @@ ERF = unary("erf", _erf_numpy, lambda out, x: _TWO_OVER_SQRT_PI * exp(-x * x))
 GELU = unary("gelu", _gelu_numpy,
              lambda out, x: 0.5 * (1 + erf(x * _SQRT_HALF)) + x * _INV_SQRT_2PI * exp(-0.5 * x * x))
 # abs'(0) = 0 (sign(0) = 0), as in PyTorch
-ABS = unary("abs", np.abs, lambda out, x: sign(x), decide=np.sign)
+ABS = defprim("abs", np.abs, vjps=(lambda g, out, x: g * _sgn(x),),
+              jvps=(lambda t, out, x: _along(_sgn(x), t),), saves="x", decide=np.sign, complex="own")
+
+
+def _sgn(x: Any) -> Any:
+    """sign(x) for reals; z / |z| (0 at 0) for complex, differentiable (abs's second derivative)."""
+    if x.dtype.kind != "c":
+        return sign(x)
+    a = abs(x)
+    return where(a == 0, 0, x / where(a == 0, 1, a))
+
+
+def _along(w: Any, t: Any) -> Any:
+    """The tangent of a real function of z whose VJP is ``g * w``: Re(conj(w) t) (t * w for reals)."""
+    if w.dtype.kind != "c":
+        return t * w
+    return _real(conj(w) * t)
+
+
+def _angle_w(x: Any) -> Any:
+    # angle(z) = atan2(y, x): d/dx = -y/|z|^2, d/dy = x/|z|^2, so z.grad = g * i z / |z|^2 (0 at 0)
+    if x.dtype.kind != "c":
+        return zeros_like(x)
+    sq = _real(x * conj(x))
+    return where(sq == 0, 0, x * 1j / where(sq == 0, 1, sq))
+
+
+# The real and imaginary parts (shape.real/imag make them views): real's rule passes g on (the
+# engine casts it to the complex input: g + 0j), imag's gives g * 1j (the engine keeps the real
+# part, 0, for a real input)
+REAL = defprim("real", np.real, vjps=(passthrough,), jvps="linear", complex="own", kind="shape")
+IMAG = defprim("imag", np.imag, vjps=(lambda g, out, x: g * 1j,), jvps="linear", complex="own", kind="shape")
+# conj is its own transpose: conj(t) forward, conj(g) backward (a real loss: z.grad = conj(w.grad))
+CONJ = defprim("conj", np.conj, rules=(lambda g, out, x: conj(g),), complex="own")
+ANGLE = defprim("angle", np.angle, vjps=(lambda g, out, x: g * _angle_w(x),),
+                jvps=(lambda t, out, x: _along(_angle_w(x), t),), saves="x", complex="own")
 RECIPROCAL = unary("reciprocal", np.reciprocal, lambda out, x: -(out * out), saves="out", keep_zero=True,
-                   autocast="float32")
-SQUARE = unary("square", np.square, lambda out, x: 2 * x)
+                   autocast="float32", complex="holomorphic")
+SQUARE = unary("square", np.square, lambda out, x: 2 * x, complex="holomorphic")
 # Piecewise-constant ops: zero gradient everywhere (PyTorch's convention), not "no gradient".
 SIGN = defprim("sign", np.sign, rules=(_zero,), kind="discrete")
 ROUND = defprim("round", np.round, rules=(_zero,), kind="discrete")
 FLOOR = defprim("floor", np.floor, rules=(_zero,), kind="discrete")
 CEIL = defprim("ceil", np.ceil, rules=(_zero,), kind="discrete")
-COPY = defprim("copy", np.copy, rules=(passthrough,), flops=lambda out, x: 0, kind="shape")
-ALIAS = defprim("alias", lambda x: x.view() if hasattr(x, "view") else x, rules=(passthrough,))
+COPY = defprim("copy", np.copy, rules=(passthrough,), flops=lambda out, x: 0, kind="shape", complex="linear")
+ALIAS = defprim("alias", lambda x: x.view() if hasattr(x, "view") else x, rules=(passthrough,), complex="linear")
 
 
 def _astype_forward(x: Any, dtype: Any) -> Any:
-    return x.astype(dtype) if hasattr(x, "astype") else np.asarray(x, dtype=dtype)
+    if not hasattr(x, "astype"):
+        return np.asarray(x, dtype=dtype)
+    if x.dtype.kind == "c" and np.dtype(dtype).kind != "c":
+        x = x.real                      # complex to real keeps the real part (and says nothing)
+    return x.astype(dtype)
 
 
 # The engine casts a cotangent to its input's dtype, so astype's rule is the identity.
-ASTYPE = defprim("astype", _astype_forward, vjps=(passthrough,), jvps="linear")
+ASTYPE = defprim("astype", _astype_forward, vjps=(passthrough,), jvps="linear", complex="own")
 
 
 # ----- binary -----
-ADD = defprim("add", np.add, rules=(passthrough, passthrough))
-SUBTRACT = defprim("subtract", np.subtract, rules=(passthrough, lambda g, out, x, y: -g))
+ADD = defprim("add", np.add, rules=(passthrough, passthrough), complex="linear")
+SUBTRACT = defprim("subtract", np.subtract, rules=(passthrough, lambda g, out, x, y: -g), complex="linear")
 MULTIPLY = defprim("multiply", np.multiply,
                    vjps=(lambda g, out, x, y: g * y, lambda g, out, x, y: g * x), jvps="linear",
-                   saves="x y", needs={0: (1,), 1: (0,)})
+                   saves="x y", needs={0: (1,), 1: (0,)}, complex="holomorphic")
 DIVIDE = defprim("divide", np.divide,
                  rules=_keep_zero(lambda g, out, x, y: g / y, lambda g, out, x, y: -g * out / y),
-                 saves="y out", out_for=(1,))
+                 saves="y out", out_for=(1,), complex="holomorphic")
 
 
 def _dpow_dexp(out: Any, x: Any) -> Any:
@@ -183,7 +228,8 @@ def _pow_base(g: Any, out: Any, x: Any, y: Any) -> Any:
 _pow_base.keeps_zero = True
 
 
-POWER = defprim("power", np.power, rules=(_pow_base, _POW_EXP), saves="x y out", autocast="float32")
+POWER = defprim("power", np.power, rules=(_pow_base, _POW_EXP), saves="x y out", autocast="float32",
+                complex="holomorphic")
 
 
 # floor_divide is piecewise constant: zero gradient, as floor. mod(x, y) = x - floor(x / y) * y:
@@ -222,7 +268,7 @@ ARCTAN2 = defprim("arctan2", np.arctan2,
                                    lambda g, out, x, y: -g * x * _inv_r2(x, y)), saves="x y")
 # where(cond, x, y): the condition gets no gradient; the untaken branch gets exactly zero.
 WHERE = defprim("where", np.where, rules=(None, lambda g, out, c, x, y: where(c, g, 0.0),
-                                          lambda g, out, c, x, y: where(c, 0.0, g)), saves="x")
+                                          lambda g, out, c, x, y: where(c, 0.0, g)), saves="x", complex="linear")
 
 
 def _clip_forward(x: Any, lo: Any, hi: Any) -> Any:
@@ -280,7 +326,9 @@ sqrt, cbrt, sin, cos, tan, arcsin, arccos, arctan = map(
 sinh, cosh, tanh, arcsinh, arccosh, arctanh = map(_unary_fn, (SINH, COSH, TANH, ARCSINH, ARCCOSH, ARCTANH))
 sigmoid, relu, softplus, erf, gelu, abs, reciprocal, square = map(
     _unary_fn, (SIGMOID, RELU, SOFTPLUS, ERF, GELU, ABS, RECIPROCAL, SQUARE))
-sign, floor, ceil, copy = map(_unary_fn, (SIGN, FLOOR, CEIL, COPY))
+sign, floor, ceil, copy, conj, angle = map(_unary_fn, (SIGN, FLOOR, CEIL, COPY, CONJ, ANGLE))
+_real, _imag = map(_unary_fn, (REAL, IMAG))
+conjugate = conj
 isnan, isfinite, isinf, logical_not = map(_unary_fn, (ISNAN, ISFINITE, ISINF, LOGICAL_NOT))
 add, subtract, multiply, divide, power, maximum, minimum, arctan2 = map(
     _binary_fn, (ADD, SUBTRACT, MULTIPLY, DIVIDE, POWER, MAXIMUM, MINIMUM, ARCTAN2))

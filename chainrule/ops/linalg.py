@@ -68,7 +68,7 @@ def _matmul_vjp_y(g: Any, out: Any, x: Any, y: Any) -> Any:
 MATMUL = defprim("matmul", _matmul_forward, vjps=(_matmul_vjp_x, _matmul_vjp_y), jvps="linear",
                  saves="x y", needs={0: (1,), 1: (0,)}, flops=_matmul_flops, accumulate=True, autocast="low",
                  kind="matmul", hint="The last axis of the first input must match the second-to-last "
-                                     "axis of the second (for 1-D inputs, their only axis).")
+                                     "axis of the second (for 1-D inputs, their only axis).", complex="holomorphic")
 
 
 def _linear_forward(x: Any, w: Any, b: Any) -> Any:
@@ -94,7 +94,7 @@ LINEAR = defprim("linear", _linear_forward,
                  saves="x y", needs={0: (1,), 1: (0, 1), 2: ()},
                  flops=lambda out, x, w, b: 2 * int(np.size(out)) * int(np.shape(w)[1]) + int(np.size(out)),
                  accumulate=True, autocast="low", kind="matmul",
-                 hint="x must end in in_features = w.shape[1]; b has w.shape[0] elements.")
+                 hint="x must end in in_features = w.shape[1]; b has w.shape[0] elements.", complex="holomorphic")
 
 
 def linear(x: Any, w: Any, b: Any) -> Any:
@@ -156,7 +156,8 @@ def _einsum_flops(out: Any, *xs: Any, spec: str) -> int:
 
 
 EINSUM = defprim("einsum", _einsum_forward, vjps=(_einsum_vjp,), jvps="linear", saves="xs",
-                 variadic=True, flops=_einsum_flops, accumulate=True, autocast="low", kind="matmul")
+                 variadic=True, flops=_einsum_flops, accumulate=True, autocast="low", kind="matmul",
+                 complex="holomorphic")
 
 
 def _t(x: Any) -> Any:
@@ -167,7 +168,7 @@ INV = defprim("inv", np.linalg.inv,
               vjps=(lambda g, out, x: -matmul(matmul(_t(out), g), _t(out)),),
               jvps=(lambda t, out, x: -matmul(matmul(out, t), out),), saves="out",
               flops=lambda out, x: 2 * int(np.size(x)) * int(np.shape(x)[-1]), kind="matmul",
-              autocast="float32", hint="The matrix must be square and non-singular.")
+              autocast="float32", hint="The matrix must be square and non-singular.", complex="holomorphic")
 
 
 def _solve_vjp_a(g: Any, out: Any, a: Any, b: Any) -> Any:
@@ -188,7 +189,7 @@ SOLVE = defprim("solve", np.linalg.solve,
                 jvps=(_solve_jvp_a, lambda t, out, a, b: solve(a, t)), saves="x out",
                 flops=lambda out, a, b: 2 * int(np.size(a)) * int(np.shape(a)[-1]) // 3
                 + 2 * int(np.size(out)) * int(np.shape(a)[-1]), kind="matmul", autocast="float32",
-                hint="a must be square (..., n, n) and b of shape (..., n) or (..., n, k).")
+                hint="a must be square (..., n, n) and b of shape (..., n) or (..., n, k).", complex="holomorphic")
 
 
 def _cofactor(x: Any, out: Any) -> Any:
@@ -255,7 +256,7 @@ def _logabsdet_inv_t(x: Any, out: Any) -> Any:
 
 DET = defprim("det", np.linalg.det, vjps=(_det_vjp,), jvps=(_det_jvp,), saves="x out",
               flops=lambda out, x: 2 * int(np.size(x)) * int(np.shape(x)[-1]) // 3, kind="matmul",
-              autocast="float32")
+              autocast="float32", complex="holomorphic")
 LOGABSDET = defprim("logabsdet", lambda x: np.linalg.slogdet(x)[1],
                     vjps=(lambda g, out, x: expand_dims(expand_dims(g, -1), -1) * _logabsdet_inv_t(x, out),),
                     jvps=(lambda t, out, x: sum(_logabsdet_inv_t(x, out) * t, axis=(-2, -1)),), saves="x out",

@@ -40,7 +40,8 @@ def _reduce_flops(out: Any, x: Any, **params: Any) -> int:
 
 SUM = defprim("sum", _sum_forward,
               vjps=(lambda g, out, x, axis, keepdims, shape: expand_reduced(g, shape, axis, keepdims),),
-              jvps="linear", flops=_reduce_flops, kind="reduction", accumulate=True, autocast="float32")
+              jvps="linear", flops=_reduce_flops, kind="reduction", accumulate=True, autocast="float32",
+              complex="linear")
 
 
 def _prod_others(x: Any, axis: Any) -> Any:
@@ -69,7 +70,8 @@ PROD = defprim("prod", lambda x, axis, keepdims, shape: np.prod(x, axis=axis, ke
                      expand_reduced(g, shape, axis, keepdims) * _prod_others(x, axis),),
                jvps=(lambda t, out, x, axis, keepdims, shape:
                      sum(t * _prod_others(x, axis), axis, keepdims),),
-               saves="x", flops=_reduce_flops, kind="reduction", accumulate=True, autocast="float32")
+               saves="x", flops=_reduce_flops, kind="reduction", accumulate=True, autocast="float32",
+               complex="holomorphic")
 
 
 def _argmax_share(out: Any, x: Any, axis: Any, keepdims: bool, shape: Any) -> Any:
@@ -151,7 +153,7 @@ LOGSUMEXP = defprim("logsumexp", _logsumexp_forward,
 
 CUMSUM = defprim("cumsum", lambda x, axis: np.cumsum(x, axis=axis),
                  vjps=(lambda g, out, x, axis: flip(cumsum(flip(g, axis), axis), axis),), jvps="linear",
-                 flops=_reduce_flops, kind="reduction", accumulate=True, autocast="float32")
+                 flops=_reduce_flops, kind="reduction", accumulate=True, autocast="float32", complex="linear")
 def _cumprod_vjp(g: Any, out: Any, x: Any, axis: int) -> Any:
     # d out_j / d x_i = out_j / x_i for j >= i when x has no zeros; otherwise the exact recurrence
     # s_i = g_i + x_{i+1} s_{i+1}, grad_i = (x_0 ... x_{i-1}) s_i, one step per element of the axis
@@ -179,7 +181,8 @@ def _cumprod_jvp(t: Any, out: Any, x: Any, axis: int) -> Any:
 # exact also where x has zeros (as PyTorch)
 CUMPROD = defprim("cumprod", lambda x, axis: np.cumprod(x, axis=axis),
                   vjps=(_cumprod_vjp,), jvps=(_cumprod_jvp,),
-                  saves="x out", flops=_reduce_flops, kind="reduction", accumulate=True, autocast="float32")
+                  saves="x out", flops=_reduce_flops, kind="reduction", accumulate=True, autocast="float32",
+                  complex="holomorphic")
 
 
 # ----- public functions -----

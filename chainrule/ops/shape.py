@@ -15,7 +15,7 @@ from ..grad_mode import STATE
 from ..tensor import Tensor
 from ._registry import apply, defprim, raw
 from ._shapes import normalize_axis
-from .elementwise import where, zeros_like
+from .elementwise import IMAG, REAL, where, zeros_like
 
 _NOFLOP = lambda out, *xs, **p: 0  # noqa: E731  (data movement is not counted as FLOPs)
 
@@ -34,7 +34,7 @@ def _axis(a: Any, ndim: int, op: str) -> int:
 
 RESHAPE = defprim("reshape", lambda x, shape, in_shape: np.reshape(x, shape),
                   vjps=(lambda g, out, x, shape, in_shape: reshape(g, in_shape),), jvps="linear",
-                  flops=_NOFLOP, kind="shape")
+                  flops=_NOFLOP, kind="shape", complex="linear")
 
 
 def _inverse_perm(axes: Sequence[int]) -> tuple[int, ...]:
@@ -46,10 +46,36 @@ def _inverse_perm(axes: Sequence[int]) -> tuple[int, ...]:
 
 TRANSPOSE = defprim("transpose", lambda x, axes: np.transpose(x, axes),
                     vjps=(lambda g, out, x, axes: transpose(g, _inverse_perm(axes)),), jvps="linear",
-                    flops=_NOFLOP, kind="shape")
+                    flops=_NOFLOP, kind="shape", complex="linear")
 # The engine sums a cotangent back to the input's shape, so broadcast_to's rule is the identity.
 BROADCAST_TO = defprim("broadcast_to", lambda x, shape: np.broadcast_to(x, shape),
-                       vjps=(lambda g, out, x, shape: g,), jvps="linear", flops=_NOFLOP, kind="shape")
+                       vjps=(lambda g, out, x, shape: g,), jvps="linear", flops=_NOFLOP, kind="shape", complex="linear")
+
+
+def _view_as_real_forward(x: Any) -> Any:
+    if x.dtype.kind != "c":
+        raise TypeError(f"view_as_real needs a complex input, got {x.dtype}")
+    part = x.real                       # a float view with x's strides; the imaginary part follows
+    return np.lib.stride_tricks.as_strided(part, x.shape + (2,), part.strides + (part.itemsize,),
+                                           writeable=x.flags.writeable)
+
+
+def _view_as_complex_forward(x: Any) -> Any:
+    if x.dtype not in (np.float32, np.float64) or x.ndim == 0 or x.shape[-1] != 2:
+        raise TypeError(f"view_as_complex needs a float32/float64 input whose last axis has size 2, "
+                        f"got {x.dtype} of shape {x.shape}")
+    if x.strides[-1] != x.itemsize or any(s % (2 * x.itemsize) for s in x.strides[:-1]):
+        x = np.ascontiguousarray(x)     # (a copy, not a view: the pairs are not adjacent in memory)
+    return x.view(np.complex64 if x.dtype == np.float32 else np.complex128)[..., 0]
+
+
+# R-linear maps between C and R^2, each the other's transpose under PyTorch's convention
+VIEW_AS_REAL = defprim("view_as_real", _view_as_real_forward,
+                       vjps=(lambda g, out, x: view_as_complex(g),), jvps="linear", flops=_NOFLOP,
+                       kind="shape", complex="own")
+VIEW_AS_COMPLEX = defprim("view_as_complex", _view_as_complex_forward,
+                          vjps=(lambda g, out, x: view_as_real(g),), jvps="linear", flops=_NOFLOP,
+                          kind="shape", complex="own")
 
 
 def _diagonal_forward(x: Any, offset: int, axis1: int, axis2: int, shape: tuple) -> Any:
@@ -68,10 +94,10 @@ def _diagonal_scatter_forward(g: Any, offset: int, axis1: int, axis2: int, shape
 # diagonal and diagonal_scatter (zeros of ``shape`` with the diagonal set) are each other's transpose
 DIAGONAL = defprim("diagonal", _diagonal_forward,
                    vjps=(lambda g, out, x, **p: apply(DIAGONAL_SCATTER, (g,), p),), jvps="linear",
-                   flops=_NOFLOP, kind="shape")
+                   flops=_NOFLOP, kind="shape", complex="linear")
 DIAGONAL_SCATTER = defprim("diagonal_scatter", _diagonal_scatter_forward,
                            vjps=(lambda g, out, x, **p: apply(DIAGONAL, (g,), p),), jvps="linear",
-                           flops=_NOFLOP, kind="shape")
+                           flops=_NOFLOP, kind="shape", complex="linear")
 
 
 def _concat_vjp(g: Any, out: Any, *xs: Any, axis: int, bounds: tuple, argnum: int) -> Any:
@@ -86,12 +112,12 @@ def _concat_jvp(t: Any, out: Any, *xs: Any, axis: int, bounds: tuple, argnum: in
 
 CONCATENATE = defprim("concatenate", lambda *xs, axis, bounds: np.concatenate(xs, axis=axis),
                       vjps=(_concat_vjp,), jvps=(_concat_jvp,), variadic=True, flops=_NOFLOP,
-                      kind="shape", hint="All inputs must have the same shape except along `axis`.")
+                      kind="shape", hint="All inputs must have the same shape except along `axis`.", complex="linear")
 FLIP = defprim("flip", lambda x, axis: np.flip(x, axis), vjps=(lambda g, out, x, axis: flip(g, axis),),
-               jvps="linear", flops=_NOFLOP, kind="shape")
+               jvps="linear", flops=_NOFLOP, kind="shape", complex="linear")
 ROLL = defprim("roll", lambda x, shift, axis: np.roll(x, shift, axis),
                vjps=(lambda g, out, x, shift, axis: roll(g, _negate(shift), axis),), jvps="linear",
-               flops=_NOFLOP, kind="shape")
+               flops=_NOFLOP, kind="shape", complex="linear")
 
 
 def _negate(shift: Any) -> Any:
@@ -109,7 +135,7 @@ def _unpad(g: Any, pad_width: tuple) -> Any:
 PAD = defprim("pad", _pad_forward,
               vjps=(lambda g, out, x, pad_width, constant_values: _unpad(g, pad_width),),
               jvps=(lambda t, out, x, pad_width, constant_values: pad(t, pad_width),),
-              flops=_NOFLOP, kind="shape")
+              flops=_NOFLOP, kind="shape", complex="linear")
 
 
 def _is_basic(index: tuple) -> bool:
@@ -134,11 +160,11 @@ def _getitem_forward(x: Any, index: tuple, shape: tuple) -> Any:
 
 GETITEM = defprim("getitem", _getitem_forward,
                   vjps=(lambda g, out, x, index, shape: scatter_add(g, index, shape),), jvps="linear",
-                  flops=_NOFLOP, kind="shape")
+                  flops=_NOFLOP, kind="shape", complex="linear")
 # zeros(shape) with g added at index (repeated indices accumulate); the transpose of getitem
 SCATTER_ADD = defprim("scatter_add", _scatter_forward,
                       vjps=(lambda g, out, x, index, shape, dtype: getitem(g, index),), jvps="linear",
-                      flops=_NOFLOP, kind="shape")
+                      flops=_NOFLOP, kind="shape", complex="linear")
 
 
 def _index_put_forward(x: Any, v: Any, index: tuple) -> Any:
@@ -152,7 +178,7 @@ INDEX_PUT = defprim("index_put", _index_put_forward,
                           lambda g, out, x, v, index: getitem(g, index)),
                     jvps=(lambda t, out, x, v, index: index_put(t, index, 0.0),
                           lambda t, out, x, v, index: index_put(zeros_like(out), index, t)),
-                    flops=_NOFLOP, kind="shape")
+                    flops=_NOFLOP, kind="shape", complex="linear")
 
 
 def _normalize_index(index: Any, shape: tuple) -> tuple:
@@ -488,6 +514,57 @@ def take_along_axis(x: Any, indices: Any, axis: int) -> Any:
     grids = list(np.ogrid[tuple(slice(n) for n in indices.shape)])
     grids[axis] = indices
     return getitem(x, tuple(grids))
+
+
+def real(x: Any) -> Any:
+    """The real part, a view (as ``Tensor.real`` in PyTorch); of a real tensor, the tensor's data.
+
+    >>> import chainrule as cr
+    >>> cr.real(cr.tensor([1 + 2j]))
+    tensor([1.])
+    """
+    return _as_view(apply(REAL, (x,)), x, real, _put_real)
+
+
+def imag(x: Any) -> Any:
+    """The imaginary part, a view for complex input (zeros, read-only, for a real one).
+
+    >>> import chainrule as cr
+    >>> cr.imag(cr.tensor([1 + 2j]))
+    tensor([2.])
+    """
+    return _as_view(apply(IMAG, (x,)), x, imag, _put_imag)
+
+
+def _put_real(base: Any, v: Any) -> Any:
+    if base.dtype.kind != "c":
+        return v
+    return view_as_complex(stack([v, apply(IMAG, (base,))], axis=-1))
+
+
+def _put_imag(base: Any, v: Any) -> Any:
+    return view_as_complex(stack([apply(REAL, (base,)), v], axis=-1))
+
+
+def view_as_real(x: Any) -> Any:
+    """A complex tensor's memory as real pairs (shape + (2,)), a view, as PyTorch's.
+
+    >>> import chainrule as cr
+    >>> cr.view_as_real(cr.tensor([1 + 2j, 3 - 4j]))
+    tensor([[ 1.,  2.],
+            [ 3., -4.]])
+    """
+    return _as_view(apply(VIEW_AS_REAL, (x,)), x, view_as_real, lambda b, v: view_as_complex(v))
+
+
+def view_as_complex(x: Any) -> Any:
+    """Real pairs (last axis of size 2) as complex numbers, a view where the memory allows.
+
+    >>> import chainrule as cr
+    >>> cr.view_as_complex(cr.tensor([[1.0, 2.0]]))
+    tensor([1.+2.j])
+    """
+    return _as_view(apply(VIEW_AS_COMPLEX, (x,)), x, view_as_complex, lambda b, v: view_as_real(v))
 
 
 def diagonal(x: Any, offset: int = 0, axis1: int = 0, axis2: int = 1) -> Any:

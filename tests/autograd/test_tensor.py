@@ -23,12 +23,16 @@ def test_iterating_yields_differentiable_rows():
     np.testing.assert_array_equal(x.grad.data, [[1.0, 1.0], [2.0, 2.0]])
 
 
-def test_requires_grad_on_complex_data_is_refused_until_complex_support_lands():
-    with pytest.raises(cr.DTypeError, match="complex"):
-        cr.tensor([1 + 1j], requires_grad=True)
-    with pytest.raises(cr.DTypeError, match="complex"):
-        cr.tensor([1 + 1j]).requires_grad_()
-    assert cr.abs(cr.tensor([3 + 4j])).data[0] == 5.0          # without grad it computes
+def test_complex_data_takes_the_complex_partner_of_the_default_dtype_and_can_require_grad():
+    z = cr.tensor([3 + 4j], requires_grad=True)
+    assert z.dtype == cr.complex64 and z.requires_grad
+    (z.abs() ** 2).sum().backward()
+    np.testing.assert_allclose(z.grad.data, [6 + 8j])              # dL/dx + i dL/dy (PyTorch's)
+    assert cr.tensor(np.array([1 + 1j])).dtype == cr.complex128     # NumPy data keeps its dtype
+    with pytest.raises(cr.DTypeError, match="relu: no complex derivative"):
+        cr.relu(cr.tensor([1 + 1j], requires_grad=True))
+    with pytest.raises(cr.DTypeError, match="only for real scalar outputs"):
+        (cr.tensor([1 + 1j], requires_grad=True) * 2).sum().backward()
 
 
 @pytest.mark.parametrize("data", ["a", None, [1, "a"], b"x", {"a": 1}])

@@ -60,7 +60,8 @@ def _check_or_clear_error(spec, dtype, rng):
 def test_every_primitive_works_or_raises_a_clear_error(spec, dtype, rng):
     outcome = _check_or_clear_error(spec, dtype, rng)
     # NumPy's linalg has no float16 kernels; those ops must say so (and how to fix it)
-    expect_error = dtype == cr.float16 and str(spec).startswith("solve")
+    # and NumPy has no complex dtype narrower than complex64: view_as_complex of 16/8-bit pairs says so
+    expect_error = (dtype == cr.float16 and str(spec).startswith("solve")) or str(spec) == "view_as_complex"
     assert outcome == ("raised" if expect_error else "works")
 
 
