@@ -139,6 +139,13 @@ def _sgn(x: Any) -> Any:
     return where(a == 0, 0, x / where(a == 0, 1, a))
 
 
+def _abs2(x: Any) -> Any:
+    """|x|^2: x * x for reals, real(x * conj(x)) for complex (var, norms)."""
+    if x.dtype.kind != "c":
+        return x * x
+    return _real(x * conj(x))
+
+
 def _along(w: Any, t: Any) -> Any:
     """The tangent of a real function of z whose VJP is ``g * w``: Re(conj(w) t) (t * w for reals)."""
     if w.dtype.kind != "c":

@@ -15,7 +15,7 @@ from ..errors import ShapeError
 from ..tensor import Tensor
 from ..tensor import wrap as _wrap
 from ._registry import apply, defprim, raw
-from .elementwise import _zero_at_zero, abs, astype, sqrt
+from .elementwise import _abs2, _zero_at_zero, abs, astype, sqrt
 from .reduction import _prod_others, amax, amin, sum
 from .shape import broadcast_to, expand_dims, ravel, reshape, squeeze, swapaxes
 
@@ -478,7 +478,7 @@ def norm(x: Any, ord: Any = None, axis: Any = None, keepdims: bool = False) -> A
     if ord == -np.inf:
         return amin(abs(x), axis=axis, keepdims=keepdims)
     if ord == 0:
-        return sum(astype(x != 0, raw(x).dtype), axis=axis, keepdims=keepdims)
+        return sum(astype(x != 0, abs(x).dtype), axis=axis, keepdims=keepdims)
     if ord == 1:
         return sum(abs(x), axis=axis, keepdims=keepdims)
     if not isinstance(ord, (int, float, np.number)):
@@ -492,4 +492,4 @@ def norm(x: Any, ord: Any = None, axis: Any = None, keepdims: bool = False) -> A
 
 
 def _two_norm(x: Any, axis: Any, keepdims: bool) -> Any:
-    return _zero_at_zero(sqrt, sum(x * x, axis=axis, keepdims=keepdims))
+    return _zero_at_zero(sqrt, sum(_abs2(x), axis=axis, keepdims=keepdims))

@@ -15,7 +15,7 @@ from .._backend import ndarray, np
 from .._dtypes import LOW_PRECISION, accum_dtype, accumulate
 from ._registry import apply, defprim, raw
 from ._shapes import normalize_axis, reduced_shape
-from .elementwise import _zero_at_zero, astype, equal, exp, ones_like, sqrt, where, zeros_like
+from .elementwise import _abs2, _zero_at_zero, astype, equal, exp, ones_like, sqrt, where, zeros_like
 from .shape import (
     broadcast_to,
     concatenate,
@@ -300,7 +300,7 @@ def _var(x: Any, axis: Any, keepdims: bool, ddof: int, op: str) -> Any:
         return accumulate(_var, x, axis, keepdims, ddof, op)
     n = _count(x, axis, op)
     centered = x - mean(x, axis, keepdims=True)
-    return sum(centered * centered, axis, keepdims) / builtins.max(n - ddof, 0)
+    return sum(_abs2(centered), axis, keepdims) / builtins.max(n - ddof, 0)     # real for complex x
 
 
 def average(x: Any, axis: Any = None, weights: Any = None) -> Any:
