@@ -6,7 +6,7 @@ from typing import Any
 
 from .._backend import np
 from ..tensor import Tensor
-from . import _methods
+from . import _methods, fft
 from ._methods import after_write as after_write  # (for cr.Function.mark_dirty)
 
 # the extension API's old home (its home is chainrule.extend): kept importable
@@ -208,6 +208,9 @@ _FUNCTIONS = {np.sum: sum, np.mean: mean, np.prod: prod, np.max: amax, np.amax: 
               np.linalg.slogdet: slogdet, np.linalg.cholesky: cholesky, np.linalg.norm: norm}
 
 
+_FUNCTIONS.update({getattr(np.fft, name): getattr(fft, name) for name in fft.NAMES})
+
+
 def dispatch_ufunc(ufunc: Any, method: str, inputs: tuple, kwargs: dict) -> Any:
     """``np.exp(tensor)`` and friends: run the chainrule op so the result stays differentiable."""
     fn = _UFUNCS.get(ufunc)
@@ -284,7 +287,7 @@ __all__ = [
     "arctan", "arctan2", "arctanh", "argmax", "argmin", "argsort", "around", "array_split",
     "as_tensor", "astype", "atleast_1d", "atleast_2d", "average", "broadcast_to", "cbrt",
     "ceil", "cholesky", "clip", "concatenate", "copy", "cos", "cosh", "cumprod", "cumsum",
-    "det", "diagonal", "diagonal_scatter", "real", "imag", "conj", "conjugate", "angle", "view_as_real",
+    "det", "diagonal", "diagonal_scatter", "fft", "real", "imag", "conj", "conjugate", "angle", "view_as_real",
     "view_as_complex", "divide", "divmod", "dot", "einsum", "equal", "erf", "exp", "exp2",
     "expand_dims", "expm1", "flatten", "flip", "floor", "floor_divide", "fmax", "fmin", "gelu",
     "getitem", "greater", "greater_equal", "hstack", "hypot", "index_put", "inner", "inv",

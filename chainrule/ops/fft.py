@@ -1,0 +1,230 @@
+"""The discrete Fourier transform, ``cr.fft``: NumPy's names and arguments (``n``/``s``, ``axis``/
+``axes``, ``norm``), differentiable in both modes and to any order.
+
+One primitive, ``fftn`` of complex data over some axes (forward or inverse, with NumPy's norm);
+the rest compose it with casts, crops, zero-pads, flips and ``conj``. The DFT matrix is symmetric,
+so the transpose of a transform is the same transform: the op is declared holomorphic, which makes
+its VJP the adjoint conj(F(conj g)), PyTorch's convention. FLOPs: 5 n log2 n per transform of n
+points (the radix-2 count), for each batch element.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Sequence
+
+from .._backend import np
+from .._dtypes import default_for
+from ..errors import DTypeError, ShapeError
+from ..tensor import tensor
+from ._registry import apply, defprim, raw
+from .elementwise import conj
+from .shape import _axis, concatenate, flip, getitem, pad, real, roll
+
+_NORMS = ("backward", "ortho", "forward")
+_SWAPPED = {"backward": "forward", "ortho": "ortho", "forward": "backward"}
+
+
+def _fftn_forward(x: Any, axes: tuple, norm: str, inverse: bool) -> Any:
+    return (np.fft.ifftn if inverse else np.fft.fftn)(x, axes=axes, norm=norm)
+
+
+def _fftn_flops(out: Any, x: Any, axes: tuple, norm: str, inverse: bool) -> int:
+    n = math.prod(np.shape(out)[a] for a in axes)
+    return int(5 * np.size(out) * math.log2(n)) if n > 1 else 0
+
+
+FFTN = defprim("fftn", _fftn_forward, vjps=(lambda g, out, x, **p: apply(FFTN, (g,), p),),
+               jvps="linear", flops=_fftn_flops, kind="matmul", complex="holomorphic")
+
+
+def _norm(norm: str | None, op: str) -> str:
+    if norm is None:
+        return "backward"
+    if norm not in _NORMS:
+        raise ValueError(f"{op}: norm must be 'backward', 'ortho' or 'forward', got {norm!r}")
+    return norm
+
+
+def _axes_and_sizes(x: Any, s: Any, axes: Any, op: str) -> tuple[tuple, tuple]:
+    """NumPy's rule: ``axes`` default to the last len(s) axes (all axes without s), sizes to the
+    input's."""
+    shape = np.shape(raw(x))
+    if axes is None:
+        axes = tuple(range(len(shape))) if s is None else tuple(range(-len(s), 0))
+    axes = tuple(_axis(a, len(shape), op) for a in axes)
+    if s is None:
+        s = tuple(shape[a] for a in axes)
+    s = tuple(int(n) for n in s)
+    if len(s) != len(axes):
+        raise ShapeError(f"{op}: s {s} and axes {axes} must have the same length")
+    if any(n < 1 for n in s):
+        raise ShapeError(f"{op}: invalid number of data points {s}; each must be at least 1")
+    return axes, s
+
+
+def _fit(x: Any, axes: tuple, sizes: tuple) -> Any:
+    """Crop or zero-pad ``x`` at the end of each axis to the given sizes, as NumPy's ``n``/``s``."""
+    for a, n in zip(axes, sizes):
+        cur = np.shape(raw(x))[a]
+        if n < cur:
+            x = getitem(x, (slice(None),) * a + (slice(0, n),))
+        elif n > cur:
+            width = [(0, 0)] * np.ndim(raw(x))
+            width[a] = (0, n - cur)
+            x = pad(x, tuple(width))
+    return x
+
+
+def _transform(x: Any, s: Any, axes: Any, norm: Any, inverse: bool, op: str) -> Any:
+    axes, sizes = _axes_and_sizes(x, s, axes, op)
+    return apply(FFTN, (_fit(x, axes, sizes),), {"axes": axes, "norm": _norm(norm, op), "inverse": inverse})
+
+
+def fftn(x: Any, s: Sequence[int] | None = None, axes: Sequence[int] | None = None,
+         norm: str | None = None) -> Any:
+    """N-D discrete Fourier transform (``numpy.fft.fftn``).
+
+    >>> import chainrule as cr
+    >>> cr.fft.fftn(cr.tensor([[1.0, 0.0], [0.0, 0.0]]))
+    tensor([[1.+0.j, 1.+0.j],
+            [1.+0.j, 1.+0.j]])
+    """
+    return _transform(x, s, axes, norm, False, "fftn")
+
+
+def ifftn(x: Any, s: Sequence[int] | None = None, axes: Sequence[int] | None = None,
+          norm: str | None = None) -> Any:
+    """N-D inverse discrete Fourier transform (``numpy.fft.ifftn``)."""
+    return _transform(x, s, axes, norm, True, "ifftn")
+
+
+def fft(x: Any, n: int | None = None, axis: int = -1, norm: str | None = None) -> Any:
+    """1-D discrete Fourier transform (``numpy.fft.fft``).
+
+    >>> import chainrule as cr
+    >>> cr.fft.fft(cr.tensor([1.0, 2.0, 3.0, 4.0]))
+    tensor([10.+0.j, -2.+2.j, -2.+0.j, -2.-2.j])
+    """
+    return _transform(x, None if n is None else (n,), (axis,), norm, False, "fft")
+
+
+def ifft(x: Any, n: int | None = None, axis: int = -1, norm: str | None = None) -> Any:
+    """1-D inverse discrete Fourier transform (``numpy.fft.ifft``)."""
+    return _transform(x, None if n is None else (n,), (axis,), norm, True, "ifft")
+
+
+def fft2(x: Any, s: Sequence[int] | None = None, axes: Sequence[int] = (-2, -1), norm: str | None = None) -> Any:
+    """2-D discrete Fourier transform (``numpy.fft.fft2``)."""
+    return _transform(x, s, axes, norm, False, "fft2")
+
+
+def ifft2(x: Any, s: Sequence[int] | None = None, axes: Sequence[int] = (-2, -1), norm: str | None = None) -> Any:
+    """2-D inverse discrete Fourier transform (``numpy.fft.ifft2``)."""
+    return _transform(x, s, axes, norm, True, "ifft2")
+
+
+def _real_input(x: Any, op: str) -> Any:
+    dtype = np.asarray(raw(x)).dtype
+    if dtype.kind == "c":
+        raise DTypeError(f"{op}: the input is {dtype}, but {op} transforms real data; use "
+                         f"{op[1:] if op.startswith('r') else op} for complex input, or pass x.real")
+    return x
+
+
+def rfftn(x: Any, s: Sequence[int] | None = None, axes: Sequence[int] | None = None,
+          norm: str | None = None) -> Any:
+    """N-D transform of real data, the last axis halved (``numpy.fft.rfftn``)."""
+    out = _transform(_real_input(x, "rfftn"), s, axes, norm, False, "rfftn")
+    last = _axes_and_sizes(x, s, axes, "rfftn")[0][-1]
+    return getitem(out, (slice(None),) * last + (slice(0, np.shape(raw(out))[last] // 2 + 1),))
+
+
+def rfft(x: Any, n: int | None = None, axis: int = -1, norm: str | None = None) -> Any:
+    """1-D transform of real data: the n // 2 + 1 non-negative frequencies (``numpy.fft.rfft``).
+
+    >>> import chainrule as cr
+    >>> cr.fft.rfft(cr.tensor([1.0, 2.0, 3.0, 4.0]))
+    tensor([10.+0.j, -2.+2.j, -2.+0.j])
+    """
+    return rfftn(x, None if n is None else (n,), (axis,), norm)
+
+
+def rfft2(x: Any, s: Sequence[int] | None = None, axes: Sequence[int] = (-2, -1), norm: str | None = None) -> Any:
+    """2-D transform of real data (``numpy.fft.rfft2``)."""
+    return rfftn(x, s, axes, norm)
+
+
+def irfftn(x: Any, s: Sequence[int] | None = None, axes: Sequence[int] | None = None,
+           norm: str | None = None) -> Any:
+    """Inverse of ``rfftn``: a real result (``numpy.fft.irfftn``); the half spectrum is extended by
+    Hermitian symmetry along the last axis (the imaginary parts of its 0 and n/2 terms are dropped)."""
+    shape = np.shape(raw(x))
+    axes, sizes = _axes_and_sizes(x, s, axes, "irfftn")
+    if s is None:
+        sizes = sizes[:-1] + (2 * (shape[axes[-1]] - 1),)
+        if sizes[-1] < 1:
+            raise ShapeError(f"irfftn: invalid number of data points {sizes[-1]} along axis {axes[-1]}; "
+                             f"pass n (or s)")
+    norm = _norm(norm, "irfftn")
+    last, n = axes[-1], sizes[-1]
+    x = _fit(x, axes, sizes[:-1] + (n // 2 + 1,))
+    if len(axes) > 1:
+        x = apply(FFTN, (x,), {"axes": axes[:-1], "norm": norm, "inverse": True})
+    mirrored = getitem(x, (slice(None),) * last + (slice(1, n - n // 2),))
+    full = concatenate([x, conj(flip(mirrored, last))], axis=last)
+    return real(apply(FFTN, (full,), {"axes": (last,), "norm": norm, "inverse": True}))
+
+
+def irfft(x: Any, n: int | None = None, axis: int = -1, norm: str | None = None) -> Any:
+    """Inverse of ``rfft`` (``numpy.fft.irfft``): ``n`` real points (default 2 (m - 1)).
+
+    >>> import chainrule as cr
+    >>> cr.fft.irfft(cr.fft.rfft(cr.tensor([1.0, 2.0, 3.0, 4.0])))
+    tensor([1., 2., 3., 4.])
+    """
+    return irfftn(x, None if n is None else (n,), (axis,), norm)
+
+
+def irfft2(x: Any, s: Sequence[int] | None = None, axes: Sequence[int] = (-2, -1), norm: str | None = None) -> Any:
+    """Inverse of ``rfft2`` (``numpy.fft.irfft2``)."""
+    return irfftn(x, s, axes, norm)
+
+
+def hfft(x: Any, n: int | None = None, axis: int = -1, norm: str | None = None) -> Any:
+    """Transform of a Hermitian-symmetric signal given by its first half: real (``numpy.fft.hfft``)."""
+    return irfft(conj(x), n, axis, _SWAPPED[_norm(norm, "hfft")])
+
+
+def ihfft(x: Any, n: int | None = None, axis: int = -1, norm: str | None = None) -> Any:
+    """Inverse of ``hfft`` (``numpy.fft.ihfft``): the half spectrum of real data."""
+    return conj(rfft(x, n, axis, _SWAPPED[_norm(norm, "ihfft")]))
+
+
+def fftshift(x: Any, axes: Any = None) -> Any:
+    """Move the zero frequency to the middle (``numpy.fft.fftshift``; a roll)."""
+    return _shift(x, axes, 1)
+
+
+def ifftshift(x: Any, axes: Any = None) -> Any:
+    """Undo ``fftshift`` (``numpy.fft.ifftshift``)."""
+    return _shift(x, axes, -1)
+
+
+def _shift(x: Any, axes: Any, sign: int) -> Any:
+    shape = np.shape(raw(x))
+    axes = tuple(range(len(shape))) if axes is None else (axes,) if isinstance(axes, int) else tuple(axes)
+    return roll(x, tuple(sign * (shape[a] // 2) for a in axes), axes)
+
+
+def fftfreq(n: int, d: float = 1.0) -> Any:
+    """Sample frequencies of ``fft`` (``numpy.fft.fftfreq``), as a tensor of the default dtype."""
+    return tensor(np.fft.fftfreq(n, d).astype(default_for(np.dtype(np.float64))))
+
+
+def rfftfreq(n: int, d: float = 1.0) -> Any:
+    """Sample frequencies of ``rfft`` (``numpy.fft.rfftfreq``), as a tensor of the default dtype."""
+    return tensor(np.fft.rfftfreq(n, d).astype(default_for(np.dtype(np.float64))))
+
+
+NAMES = ("fft", "ifft", "rfft", "irfft", "hfft", "ihfft", "fft2", "ifft2", "rfft2", "irfft2", "fftn", "ifftn",
+         "rfftn", "irfftn", "fftshift", "ifftshift", "fftfreq", "rfftfreq")
