@@ -13,6 +13,11 @@ Nesting: a primal that requires grad in an outer graph enters through ``alias`` 
 identity), and the backward is recorded (``create_graph``) only when something outside can see it:
 an outer graph reaches the inputs or the output (a closure over an outer variable). Forward-mode
 levels are fresh per ``jvp`` call, so perturbations of different calls never mix.
+
+Complex numbers follow PyTorch's convention: for a real ``L`` of ``z = x + iy`` the gradient is
+dL/dx + i dL/dy, a VJP is ``J^H v`` and a JVP is ``J t``. ``grad`` takes complex inputs of a real
+output; a complex output, or a complex input to a Jacobian transform, needs ``holomorphic=True``
+(JAX's rule), which returns f'(z) and requires every input and output to be complex.
 """
 from __future__ import annotations
 
@@ -179,6 +184,55 @@ def _outputs(out: Any, who: str) -> tuple[list, Any]:
     return result, structure
 
 
+class _Complex:
+    """Which complex inputs and outputs a transform accepts (the checks; the caller conjugates).
+
+    Without holomorphic: ``grad`` (``jacobian=False``) takes complex inputs of a real output, with
+    PyTorch's gradient dL/dx + i dL/dy; a complex output, and for the Jacobian transforms a complex
+    input too, is an error (a complex derivative exists only for holomorphic f). With it: every
+    input and output must be complex (JAX's rule).
+    """
+
+    def __init__(self, who: str, holomorphic: bool, jacobian: bool) -> None:
+        self.who, self.holomorphic, self.jacobian = who, bool(holomorphic), jacobian
+
+    def inputs(self, xs: list, labels: _Labels) -> None:
+        who = self.who
+        for k, x in enumerate(xs):
+            is_c = x.dtype.kind == "c"
+            if self.holomorphic and not is_c:
+                raise DTypeError(f"{who}: holomorphic=True requires complex inputs, but {labels[k]} is "
+                                 f"{x.dtype} (shape {x.shape}); pass complex data (e.g. "
+                                 f"x.astype(np.complex128)) or drop holomorphic=True")
+            if is_c and self.jacobian and not self.holomorphic:
+                raise DTypeError(f"{who}: {labels[k]} is complex ({x.dtype}, shape {x.shape}); a complex "
+                                 f"derivative exists only for holomorphic f: pass holomorphic=True to "
+                                 f"get f'(z), or split z into real and imaginary parts (two real "
+                                 f"arguments x, y with z = x + 1j * y) for the real Jacobian")
+
+    def outputs(self, outs: list, out_tree: Any) -> bool:
+        """Check the outputs; True when they pass."""
+        who, names = self.who, _Labels(tree.unflatten(out_tree, outs))
+        for k, o in enumerate(outs):
+            is_c = o.dtype.kind == "c"
+            if self.holomorphic and not is_c:
+                raise DTypeError(f"{who}: holomorphic=True requires complex outputs, but {names[k]} is "
+                                 f"{o.dtype}; return a complex value or drop holomorphic=True")
+            if is_c and not self.holomorphic:
+                split = ("differentiate a real function of it (out.real, out.imag, abs(out) ** 2)"
+                         if not self.jacobian else
+                         "split it into real and imaginary parts (return out.real and out.imag)")
+                raise DTypeError(f"{who}: {names[k]} is complex ({o.dtype}); a complex derivative "
+                                 f"exists only for holomorphic f: pass holomorphic=True to get "
+                                 f"f'(z), or {split}")
+        return True
+
+
+def _conj(g: Any) -> Any:
+    """conj(g), differentiable for Tensors (a holomorphic VJP of e_i is conj of a row of f'(z))."""
+    return _ops.conj(g) if isinstance(g, Tensor) else np.conj(g)
+
+
 def _zeros(x: Any) -> np.ndarray:
     return np.zeros(x.shape, dtype=x.dtype)
 
@@ -194,16 +248,21 @@ def _one_hot(x: Any, k: int) -> np.ndarray:
 class _Pullback:
     """One recorded run of ``fun``; ``pull`` maps output cotangents to input cotangents, repeatably."""
 
-    def __init__(self, fun: Fn, primal: Any, labels: _Labels, has_aux: bool, who: str) -> None:
+    def __init__(self, fun: Fn, primal: Any, labels: _Labels, has_aux: bool, who: str,
+                 rule: _Complex | None = None) -> None:
         leaves, self.in_tree = tree.flatten(primal)
         self.xs = _inputs(leaves, who, labels)
         self.who = who
+        if rule is not None:
+            rule.inputs(self.xs, labels)
         outer = STATE.grad_enabled
         self.inputs = [_reverse_input(x) for x in self.xs]
         with enable_grad():
             res = fun(tree.unflatten(self.in_tree, self.inputs))
         out, self.aux = _split_aux(res, has_aux, who)
         self.outs, self.out_tree = _outputs(out, who)
+        if rule is not None:
+            rule.outputs(self.outs, self.out_tree)
         self.connected = outer and (any(x.requires_grad for x in self.xs) or self._reaches_outside())
 
     def _reaches_outside(self) -> bool:
@@ -267,11 +326,15 @@ def vjp(f: Fn, *primals: Any, has_aux: bool = False) -> tuple:
     """Return ``(f(*primals), vjp_fn)``; ``vjp_fn(v)`` gives vᵀJ, one cotangent per primal.
 
     With ``has_aux=True``, ``f`` returns ``(out, aux)`` and vjp returns ``(out, vjp_fn, aux)``.
+    Complex primals follow PyTorch's convention: ``vjp_fn(v)`` is ``J^H v`` (conj(f'(z)) v for
+    holomorphic f); for a real output it is dL/dx + i dL/dy.
 
     >>> import chainrule as cr, numpy as np
     >>> out, vjp_fn = cr.vjp(lambda x, y: x * y, np.array([1.0, 2.0]), np.array([3.0, 4.0]))
     >>> vjp_fn(np.array([1.0, 10.0]))
     (array([ 3., 40.]), array([ 1., 20.]))
+    >>> cr.vjp(lambda z: z ** 2, np.array(1 + 2j))[1](np.array(1 + 0j))     # conj(2z)
+    (array(2.-4.j),)
     """
     who = "vjp"
     labels = _Labels(primals, range(len(primals)))
@@ -293,11 +356,14 @@ def jvp(f: Fn, primals: Sequence[Any], tangents: Sequence[Any], has_aux: bool = 
 
     ``primals`` and ``tangents`` are tuples (or lists) of the same structure; a tangent must have
     its primal's shape and dtype (Python numbers take the primal's dtype). With ``has_aux=True``
-    the result is ``(out, tangent_out, aux)``.
+    the result is ``(out, tangent_out, aux)``. Complex tangents are pushed as ``J t``: a tangent
+    of 1 gives f'(z) for holomorphic f.
 
     >>> import chainrule as cr, numpy as np
     >>> cr.jvp(lambda x: x ** 3, (np.array(2.0),), (np.array(1.0),))
     (array(8.), array(12.))
+    >>> cr.jvp(lambda z: z ** 2, (np.array(1 + 2j),), (np.array(1 + 0j),))[1]   # 2z
+    array(2.+4.j)
     """
     who = "jvp"
     if not isinstance(primals, (tuple, list)) or not isinstance(tangents, (tuple, list)):
@@ -316,19 +382,23 @@ def jvp(f: Fn, primals: Sequence[Any], tangents: Sequence[Any], has_aux: bool = 
     return (out, tout, _export_tree(aux, tensor_out, True)) if has_aux else (out, tout)
 
 
-def value_and_grad(f: Fn, argnums: int | Sequence[int] = 0, has_aux: bool = False) -> Fn:
+def value_and_grad(f: Fn, argnums: int | Sequence[int] = 0, has_aux: bool = False,
+                   holomorphic: bool = False) -> Fn:
     """Return a function computing ``(f(*args), grad)``; ``((value, aux), grad)`` with has_aux.
+
+    Complex inputs and ``holomorphic`` as in :func:`grad`.
 
     >>> import chainrule as cr
     >>> cr.value_and_grad(lambda x: x ** 2)(3.0)
     (array(9.), array(6.))
     """
-    return _nary(_value_and_grad, f, argnums, "value_and_grad", has_aux=has_aux)
+    return _nary(_value_and_grad, f, argnums, "value_and_grad", has_aux=has_aux,
+                 holomorphic=holomorphic)
 
 
 def _value_and_grad(fun: Fn, primal: Any, labels: _Labels, tensor_out: bool, who: str,
-                    has_aux: bool) -> tuple:
-    pb = _Pullback(fun, primal, labels, has_aux, who)
+                    has_aux: bool, holomorphic: bool) -> tuple:
+    pb = _Pullback(fun, primal, labels, has_aux, who, _Complex(who, holomorphic, jacobian=False))
     if pb.out_tree is not tree.LEAF or pb.outs[0].size != 1:
         got = (f"shape {tuple(pb.outs[0].shape)}" if pb.out_tree is tree.LEAF
                else f"{len(pb.outs)} outputs in a {pb.out_tree[0].__name__}")
@@ -337,6 +407,8 @@ def _value_and_grad(fun: Fn, primal: Any, labels: _Labels, tensor_out: bool, who
                          f"product); with has_aux=True f returns (scalar, aux)")
     out = pb.outs[0]
     gs = pb.pull([np.ones(out.shape, dtype=out.dtype)])
+    if holomorphic:                         # the VJP of 1 is conj(f'(z))
+        gs = [_conj(g) for g in gs]
     grads = tree.unflatten(pb.in_tree, [_export(g, tensor_out, pb.connected) for g in gs])
     value = _export(out, tensor_out, pb.connected)
     if has_aux:
@@ -344,16 +416,24 @@ def _value_and_grad(fun: Fn, primal: Any, labels: _Labels, tensor_out: bool, who
     return value, grads
 
 
-def grad(f: Fn, argnums: int | Sequence[int] = 0, has_aux: bool = False) -> Fn:
+def grad(f: Fn, argnums: int | Sequence[int] = 0, has_aux: bool = False,
+         holomorphic: bool = False) -> Fn:
     """Return a function computing the gradient of scalar ``f`` with respect to ``args[argnums]``.
 
     A tuple ``argnums`` gives a tuple of gradients; ``has_aux=True`` gives ``(grad, aux)``.
+    For a real ``f`` of complex ``z = x + iy`` the gradient is dL/dx + i dL/dy (PyTorch's
+    ``z.grad``; JAX returns its conjugate). A complex output needs ``holomorphic=True``, which
+    gives f'(z) (inputs and output must then be complex).
 
-    >>> import chainrule as cr
+    >>> import chainrule as cr, numpy as np
     >>> cr.grad(lambda x, y: x * y ** 2, argnums=(0, 1))(3.0, 2.0)
     (array(4.), array(12.))
+    >>> cr.grad(lambda z: cr.abs(z) ** 2)(np.array(3 + 4j))
+    array(6.+8.j)
+    >>> cr.grad(lambda z: z ** 3, holomorphic=True)(np.array(1j))
+    array(-3.+0.j)
     """
-    value_grad = _nary(_value_and_grad, f, argnums, "grad", has_aux=has_aux)
+    value_grad = _nary(_value_and_grad, f, argnums, "grad", has_aux=has_aux, holomorphic=holomorphic)
 
     def gradient(*args: Any, **kwargs: Any) -> Any:
         value, g = value_grad(*args, **kwargs)
@@ -362,21 +442,25 @@ def grad(f: Fn, argnums: int | Sequence[int] = 0, has_aux: bool = False) -> Fn:
     return gradient
 
 
-def jacrev(f: Fn, argnums: int | Sequence[int] = 0, has_aux: bool = False) -> Fn:
+def jacrev(f: Fn, argnums: int | Sequence[int] = 0, has_aux: bool = False,
+           holomorphic: bool = False) -> Fn:
     """Jacobian by reverse mode: one backward pass per output element, over one recorded graph.
 
     The result has shape ``out.shape + in.shape`` (an output tree of input trees for pytrees).
+    Complex inputs or outputs need ``holomorphic=True`` (all complex; rows are conj(J^H e_i)),
+    which gives f'(z), exactly as :func:`jacfwd` does.
 
     >>> import chainrule as cr, numpy as np
     >>> cr.jacrev(lambda x: x ** 2)(np.array([1.0, 2.0]))
     array([[2., 0.],
            [0., 4.]])
     """
-    return _nary(_jacrev, f, argnums, "jacrev", has_aux=has_aux)
+    return _nary(_jacrev, f, argnums, "jacrev", has_aux=has_aux, holomorphic=holomorphic)
 
 
-def _jacrev(fun: Fn, primal: Any, labels: _Labels, tensor_out: bool, who: str, has_aux: bool) -> Any:
-    pb = _Pullback(fun, primal, labels, has_aux, who)
+def _jacrev(fun: Fn, primal: Any, labels: _Labels, tensor_out: bool, who: str, has_aux: bool,
+            holomorphic: bool) -> Any:
+    pb = _Pullback(fun, primal, labels, has_aux, who, _Complex(who, holomorphic, jacobian=True))
     blocks = []
     for k, o in enumerate(pb.outs):
         rows: list[list] = [[] for _ in pb.xs]
@@ -384,39 +468,51 @@ def _jacrev(fun: Fn, primal: Any, labels: _Labels, tensor_out: bool, who: str, h
             cots = [None] * len(pb.outs)
             cots[k] = _one_hot(o, i)
             for j, g in enumerate(pb.pull(cots)):
-                rows[j].append(g)
+                rows[j].append(_conj(g) if holomorphic else g)
         blocks.append([_assemble(r, o.shape, x.shape, x.dtype, axis=0) for r, x in zip(rows, pb.xs)])
     jac = _jacobian_result(blocks, pb.out_tree, pb.in_tree, tensor_out, pb.connected)
     return (jac, _export_tree(pb.aux, tensor_out, pb.connected)) if has_aux else jac
 
 
-def jacfwd(f: Fn, argnums: int | Sequence[int] = 0, has_aux: bool = False) -> Fn:
+def jacfwd(f: Fn, argnums: int | Sequence[int] = 0, has_aux: bool = False,
+           holomorphic: bool = False) -> Fn:
     """Jacobian by forward mode: one JVP (forward pass) per input element; nothing is saved.
 
     The result has shape ``out.shape + in.shape`` (an output tree of input trees for pytrees).
+    Complex inputs or outputs need ``holomorphic=True`` (all complex; columns are J e_j), which
+    gives f'(z).
 
     >>> import chainrule as cr, numpy as np
     >>> cr.jacfwd(lambda x: x[0] * x)(np.array([1.0, 2.0]))
     array([[2., 0.],
            [2., 1.]])
+    >>> cr.jacfwd(lambda z: z ** 2, holomorphic=True)(np.array([1j, 2.0]))
+    array([[0.+2.j, 0.+0.j],
+           [0.+0.j, 4.+0.j]])
     """
-    return _nary(_jacfwd, f, argnums, "jacfwd", has_aux=has_aux)
+    return _nary(_jacfwd, f, argnums, "jacfwd", has_aux=has_aux, holomorphic=holomorphic)
 
 
-def _jacfwd(fun: Fn, primal: Any, labels: _Labels, tensor_out: bool, who: str, has_aux: bool) -> Any:
+def _jacfwd(fun: Fn, primal: Any, labels: _Labels, tensor_out: bool, who: str, has_aux: bool,
+            holomorphic: bool) -> Any:
     leaves, in_tree = tree.flatten(primal)
     xs = _inputs(leaves, who, labels)
+    rule = _Complex(who, holomorphic, jacobian=True)
+    rule.inputs(xs, labels)
     cols: list = []          # cols[j][i]: output tangent leaves for input j, element i
-    outs = out_tree = aux = None
+    outs = out_tree = aux = checked = None
     for j, x in enumerate(xs):
         cols.append([])
         for i in range(x.size):
             ts: list = [None] * len(xs)
             ts[j] = _one_hot(x, i)
             outs, out_tree, touts, aux = _push(fun, in_tree, xs, ts, has_aux, who)
+            if checked is None:          # the first forward pass: check the outputs once
+                checked = rule.outputs(outs, out_tree)
             cols[j].append(touts)
     if outs is None:         # no input elements at all: one plain call for the output structure
         outs, out_tree, _, aux = _push(fun, in_tree, xs, [None] * len(xs), has_aux, who)
+        rule.outputs(outs, out_tree)
     blocks = [[_assemble([c[k] for c in cols[j]], o.shape, x.shape, x.dtype, axis=-1)
                for j, x in enumerate(xs)] for k, o in enumerate(outs)]
     jac = _jacobian_result(blocks, out_tree, in_tree, tensor_out, True)
@@ -449,13 +545,15 @@ class Jacobian:
     argument signature (shapes, dtypes) is seen, then cached.
     """
 
-    def __init__(self, f: Fn, argnums: int | Sequence[int], mode: str, has_aux: bool) -> None:
+    def __init__(self, f: Fn, argnums: int | Sequence[int], mode: str, has_aux: bool,
+                 holomorphic: bool = False) -> None:
         if mode not in MODES:
             raise ValueError(f"jacobian: mode must be one of {MODES}, got {mode!r}")
         self.f, self.argnums, self.mode, self.has_aux = f, argnums, mode, has_aux
+        self.holomorphic = holomorphic
         self.last_mode: str | None = None
-        self._fwd = jacfwd(f, argnums, has_aux)
-        self._rev = jacrev(f, argnums, has_aux)
+        self._fwd = _nary(_jacfwd, f, argnums, "jacobian", has_aux=has_aux, holomorphic=holomorphic)
+        self._rev = _nary(_jacrev, f, argnums, "jacobian", has_aux=has_aux, holomorphic=holomorphic)
         self._sizes: dict = {}
 
     def mode_for(self, *args: Any, **kwargs: Any) -> str:
@@ -503,10 +601,11 @@ def _signature(args: Any) -> Any:
 
 
 def jacobian(f: Fn, argnums: int | Sequence[int] = 0, mode: str = "auto",
-             has_aux: bool = False) -> Jacobian:
+             has_aux: bool = False, holomorphic: bool = False) -> Jacobian:
     """Jacobian of ``f``, by forward mode when n_inputs < n_outputs and by reverse mode otherwise.
 
     ``mode="forward"`` / ``"reverse"`` forces a mode. The returned object tells its choice.
+    Complex inputs or outputs need ``holomorphic=True`` (f'(z); both modes agree exactly).
 
     >>> import chainrule as cr, numpy as np
     >>> J = cr.jacobian(lambda x: cr.tanh(x).sum())
@@ -515,24 +614,35 @@ def jacobian(f: Fn, argnums: int | Sequence[int] = 0, mode: str = "auto",
     >>> J.mode_for(np.zeros(1)) == cr.jacobian(lambda x: x * np.ones(4)).mode_for(np.zeros(1))
     False
     """
-    return Jacobian(f, argnums, mode, has_aux)
+    return Jacobian(f, argnums, mode, has_aux, holomorphic)
 
 
-def hessian(f: Fn, argnums: int | Sequence[int] = 0) -> Fn:
+def hessian(f: Fn, argnums: int | Sequence[int] = 0, holomorphic: bool = False) -> Fn:
     """Hessian of scalar ``f`` as ``jacfwd(jacrev(f))`` (forward-over-reverse, as in JAX).
+
+    ``holomorphic=True`` gives f''(z) for holomorphic ``f`` of complex inputs. For the Hessian of a
+    real ``f`` of complex ``z``, split z into real and imaginary parts (or use :func:`hvp`).
 
     >>> import chainrule as cr, numpy as np
     >>> cr.hessian(lambda x: (x ** 3).sum())(np.array([1.0, 2.0]))
     array([[ 6.,  0.],
            [ 0., 12.]])
+    >>> cr.hessian(lambda z: z ** 4, holomorphic=True)(np.array(1j))     # 12 z^2
+    array(-12.+0.j)
     """
-    return jacfwd(jacrev(f, argnums), argnums)
+    inner = _nary(_jacrev, f, argnums, "hessian", has_aux=False, holomorphic=holomorphic)
+    outer = _nary(_jacfwd, inner, argnums, "hessian", has_aux=False, holomorphic=holomorphic)
+    outer.__name__ = f"hessian({getattr(f, '__name__', 'f')})"
+    outer.__doc__ = f"hessian of {getattr(f, '__name__', 'f')} (see chainrule.hessian)."
+    return outer
 
 
 def hvp(f: Fn, primals: Sequence[Any], tangents: Sequence[Any]) -> tuple:
     """Hessian-vector product H·v of scalar ``f`` as the JVP of its gradient (forward-over-reverse).
 
     Costs a small multiple of one gradient, never forms H. Returns a tuple, one entry per primal.
+    For a real ``f`` of complex primals, H acts on (Re v, Im v) and the result is packed as
+    ``(H v)_x + i (H v)_y``, the convention of :func:`grad`.
 
     >>> import chainrule as cr, numpy as np
     >>> cr.hvp(lambda x: (x ** 3).sum(), (np.array([1.0, 2.0]),), (np.array([1.0, 1.0]),))

@@ -136,7 +136,9 @@ def _sgn(x: Any) -> Any:
     if x.dtype.kind != "c":
         return sign(x)
     a = abs(x)
-    return where(a == 0, 0, x / where(a == 0, 1, a))
+    safe = where(a == 0, 1, a)
+    # the parts divided separately: exact (x / a would be a complex division, off by an ulp)
+    return where(a == 0, 0, _real(x) / safe + _imag(x) / safe * 1j)
 
 
 def _abs2(x: Any) -> Any:

@@ -183,7 +183,7 @@ def test_numpy_interop_stays_differentiable():
     np.testing.assert_allclose(x.grad.data, e * 1.5 + e.sum(), rtol=1e-6)
     assert np.asarray(x.detach()).shape == (2,)
     with pytest.raises(TypeError, match="no differentiable chainrule version"):
-        np.fft.fft(x)
+        np.polyfit(x, x, 1)
 
 
 def test_default_dtype_rules():
