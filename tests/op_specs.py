@@ -19,11 +19,29 @@ class OpSpec:
     torch_fn: Callable[..., Any] | None = None  # same function on torch tensors (None: no torch check)
     domains: tuple | None = None                # per-input domains, overriding `domain`
     id: str = ""
+    # complex specs: one letter per input, "c" complex128 (real part in the domain, imaginary part
+    # in `imag`) or "r" float64; "" (the real op table): every input float64
+    kinds: str = ""
+    imag: tuple = (-1.0, 1.0)
+
+    def __post_init__(self) -> None:
+        if self.kinds and (len(self.kinds) != len(self.shapes) or set(self.kinds) - {"c", "r"}):
+            raise ValueError(f"OpSpec {self}: kinds {self.kinds!r} needs one 'c' or 'r' per input shape")
+
+    @property
+    def complex(self) -> bool:
+        return bool(self.kinds)
 
     def sample(self, rng: np.random.Generator) -> list:
         doms = self.domains or (self.domain,) * len(self.shapes)
-        return [cr.tensor(rng.uniform(lo, hi, size=s), dtype=cr.float64, requires_grad=True)
-                for s, (lo, hi) in zip(self.shapes, doms)]
+        kinds = self.kinds or "r" * len(self.shapes)
+        out = []
+        for s, (lo, hi), kind in zip(self.shapes, doms, kinds):
+            x = rng.uniform(lo, hi, size=s)
+            if kind == "c":
+                x = x + 1j * rng.uniform(*self.imag, size=s)
+            out.append(cr.tensor(x, dtype=cr.complex128 if kind == "c" else cr.float64, requires_grad=True))
+        return out
 
     def __str__(self) -> str:
         return self.id or self.name
@@ -212,3 +230,155 @@ NONDIFF_SPECS = {
 # Ops whose derivative is piecewise constant (zero): second order adds nothing
 ZERO_GRAD = {"sign": cr.sign, "floor": cr.floor, "ceil": cr.ceil, "round": cr.round,
              "floor_divide": lambda x: cr.floor_divide(x, 0.7)}
+
+
+# ----- complex data: every complex-capable primitive (PRIMITIVES[name].complex is not None) -----
+# Domains keep each function away from its branch cuts and poles (log, sqrt, power: real part > 0;
+# arcsin, arccos, arctanh: |real part| < 1; arctan, arcsinh: |imaginary part| < 1; arccosh: real
+# part > 1). Mixed real/complex inputs ("rc", "cr") check the real input's gradient, the real part.
+def _cunary(name: str, domain: tuple = (-2.0, 2.0), torch_name: str | None = None, **kw: Any) -> OpSpec:
+    fn = getattr(cr, name)
+    tn = torch_name if torch_name is not None else name
+    return OpSpec(name, fn, domain=domain, torch_fn=_t(tn) if tn else None, kinds="c", **kw)
+
+
+def _cbinary(name: str, kinds: str = "cc", torch_name: str | None = None, **kw: Any) -> OpSpec:
+    fn = getattr(cr, name)
+    tn = torch_name if torch_name is not None else name
+    return OpSpec(name, fn, shapes=BCAST, torch_fn=_t(tn) if tn else None, kinds=kinds,
+                  id=kw.pop("id", f"{name}-{kinds}"), **kw)
+
+
+def _warnless(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """A torch call whose (expected) complex-to-real cast warning is silenced."""
+    def call(*xs: Any) -> Any:
+        import warnings
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return fn(*xs)
+    return call
+
+
+_NARROW = (-0.5, 0.5)
+_CSHIFT = _SPD_SHIFT + 0j
+
+COMPLEX_SPECS: list[OpSpec] = [
+    # ----- linear: real coefficients, the rules hold as written -----
+    _cunary("negative", torch_name="neg"),
+    OpSpec("copy", cr.copy, kinds="c", torch_fn=_tl(lambda t, x: x.clone())),
+    OpSpec("alias", cr.ops.alias, kinds="c", torch_fn=_tl(lambda t, x: x * 1)),
+    _cbinary("add"), _cbinary("add", "rc"),
+    _cbinary("subtract", torch_name="sub"), _cbinary("subtract", "cr", torch_name="sub"),
+    OpSpec("where", lambda x, y: cr.where(_COND, x, y), shapes=((3, 4), (4,)), kinds="cc",
+           torch_fn=_tl(lambda t, x, y: t.where(t.tensor(_COND), x, y))),
+    OpSpec("where", lambda x, y: cr.where(_COND, x, y), id="where-cr", shapes=((3, 4), (4,)), kinds="cr",
+           torch_fn=_tl(lambda t, x, y: t.where(t.tensor(_COND), x, y.to(x.dtype)))),
+    OpSpec("reshape", lambda x: cr.reshape(x, (2, 6)), kinds="c", torch_fn=_tl(lambda t, x: x.reshape(2, 6))),
+    OpSpec("transpose", lambda x: cr.transpose(x, (1, 2, 0)), shapes=((2, 3, 4),), kinds="c",
+           torch_fn=_tl(lambda t, x: x.permute(1, 2, 0))),
+    OpSpec("broadcast_to", lambda x: cr.broadcast_to(x, (2, 3, 4)), shapes=((3, 1),), kinds="c",
+           torch_fn=_tl(lambda t, x: x.expand(2, 3, 4))),
+    OpSpec("diagonal", lambda x: cr.diagonal(x, 1), kinds="c", torch_fn=_tl(lambda t, x: x.diagonal(1))),
+    OpSpec("diagonal_scatter", lambda x, v: cr.diagonal_scatter(x, v, 1), shapes=((3, 4), (3,)), kinds="cc",
+           torch_fn=_tl(lambda t, x, v: t.diagonal_scatter(x, v, 1))),
+    OpSpec("concatenate", lambda x, y: cr.concatenate([x, y, x], axis=1), shapes=((3, 2), (3, 4)), kinds="cc",
+           torch_fn=_tl(lambda t, x, y: t.cat([x, y, x], dim=1))),
+    OpSpec("concatenate", lambda x, y: cr.concatenate([x, y], axis=1), id="concatenate-rc",
+           shapes=((3, 2), (3, 4)), kinds="rc", torch_fn=_tl(lambda t, x, y: t.cat([x.to(y.dtype), y], dim=1))),
+    OpSpec("flip", lambda x: cr.flip(x, 1), kinds="c", torch_fn=_tl(lambda t, x: t.flip(x, (1,)))),
+    OpSpec("roll", lambda x: cr.roll(x, 2, axis=1), kinds="c", torch_fn=_tl(lambda t, x: t.roll(x, 2, 1))),
+    OpSpec("pad", lambda x: cr.pad(x, ((1, 0), (2, 1))), kinds="c",
+           torch_fn=_tl(lambda t, x: t.nn.functional.pad(x, (2, 1, 1, 0)))),
+    OpSpec("getitem", lambda x: x[1:, ::2], kinds="c", torch_fn=_tl(lambda t, x: x[1:, ::2])),
+    OpSpec("getitem", lambda x: x[_IDX], id="getitem-repeated", kinds="c",
+           torch_fn=_tl(lambda t, x: x[t.tensor(_IDX)])),
+    OpSpec("getitem", lambda x: x[_MASK], id="getitem-mask", kinds="c", torch_fn=_tl(lambda t, x: x[t.tensor(_MASK)])),
+    OpSpec("scatter_add", lambda x: cr.ops.scatter_add(x, (_IDX,), (3, 4)), shapes=((4, 4),), kinds="c",
+           torch_fn=_tl(lambda t, x: t.zeros(3, 4, dtype=x.dtype).index_add(0, t.tensor(_IDX), x))),
+    OpSpec("index_put", lambda x, v: cr.ops.index_put(x, (slice(None), 1), v), shapes=((3, 4), (3,)),
+           kinds="cc", torch_fn=_tl(lambda t, x, v: x.index_put((t.arange(3), t.tensor(1)), v))),
+    OpSpec("sum", lambda x: cr.sum(x, axis=1, keepdims=True), kinds="c",
+           torch_fn=_tl(lambda t, x: x.sum(dim=1, keepdim=True))),
+    OpSpec("sum", lambda x: cr.sum(x), id="sum-all", shapes=((2, 3, 2),), kinds="c",
+           torch_fn=_tl(lambda t, x: x.sum())),
+    OpSpec("cumsum", lambda x: cr.cumsum(x, axis=1), kinds="c", torch_fn=_tl(lambda t, x: t.cumsum(x, dim=1))),
+    # ----- holomorphic: analytic rules, conjugated for the VJP -----
+    _cunary("exp"), _cunary("exp2"),
+    _cunary("log", (0.2, 3.0)), _cunary("log2", (0.2, 3.0)), _cunary("log10", (0.2, 3.0)),
+    _cunary("log1p", (-0.5, 2.0)), _cunary("expm1"), _cunary("sqrt", (0.2, 3.0)),
+    _cunary("sin"), _cunary("cos"), _cunary("tan", (-1.0, 1.0)),
+    _cunary("arcsin", (-0.9, 0.9), torch_name="asin", imag=_NARROW),
+    _cunary("arccos", (-0.9, 0.9), torch_name="acos", imag=_NARROW),
+    _cunary("arctan", torch_name="atan", imag=_NARROW),
+    _cunary("sinh"), _cunary("cosh"), _cunary("tanh", (-1.0, 1.0)),
+    _cunary("arcsinh", torch_name="asinh", imag=_NARROW),
+    _cunary("arccosh", (1.2, 3.0), torch_name="acosh"),
+    _cunary("arctanh", (-0.9, 0.9), torch_name="atanh", imag=_NARROW),
+    OpSpec("tanh_backward", cr.ops.tanh_backward, shapes=((3, 4), (3, 4)), kinds="cc",
+           domains=((-2.0, 2.0), (-0.9, 0.9)), imag=_NARROW,
+           # torch's is the VJP of tanh, g * conj(1 - y^2); chainrule's the analytic x (1 - y^2)
+           torch_fn=_tl(lambda t, g, y: t.ops.aten.tanh_backward(g, y.conj_physical()))),
+    _cunary("sigmoid"), _cunary("reciprocal", (0.5, 2.0)), _cunary("square"),
+    _cbinary("multiply", torch_name="mul"), _cbinary("multiply", "rc", torch_name="mul"),
+    _cbinary("divide", torch_name="div", domains=((-2.0, 2.0), (0.5, 2.0))),
+    _cbinary("divide", "rc", torch_name="div", domains=((-2.0, 2.0), (0.5, 2.0))),
+    _cbinary("divide", "cr", torch_name="div", domains=((-2.0, 2.0), (0.5, 2.0))),
+    _cbinary("power", torch_name="pow", domains=((0.5, 2.0), (-1.5, 1.5)), imag=_NARROW),
+    _cbinary("power", "cr", torch_name="pow", domains=((0.5, 2.0), (-1.5, 1.5)), imag=_NARROW),
+    _cbinary("power", "rc", torch_name="pow", domains=((0.5, 2.0), (-1.5, 1.5)), imag=_NARROW),
+    OpSpec("power", lambda x: x ** 3, id="power-const", kinds="c", torch_fn=_tl(lambda t, x: x ** 3)),
+    OpSpec("power", lambda x: 2.0 ** x, id="power-base", kinds="c", torch_fn=_tl(lambda t, x: 2.0 ** x)),
+    OpSpec("prod", lambda x: cr.prod(x, axis=0), domain=(0.5, 1.5), imag=_NARROW, kinds="c",
+           torch_fn=_tl(lambda t, x: x.prod(dim=0))),
+    OpSpec("prod", lambda x: cr.prod(x), id="prod-all", shapes=((2, 3),), domain=(0.5, 1.5), imag=_NARROW,
+           kinds="c", torch_fn=_tl(lambda t, x: x.prod())),
+    OpSpec("cumprod", lambda x: cr.cumprod(x, axis=0), domain=(0.5, 1.5), imag=_NARROW, kinds="c",
+           torch_fn=_tl(lambda t, x: t.cumprod(x, dim=0))),
+    OpSpec("matmul", cr.matmul, shapes=((2, 3, 4), (4, 5)), kinds="cc", torch_fn=_t("matmul")),
+    OpSpec("matmul", cr.matmul, id="matmul-rc", shapes=((3, 4), (4, 2)), kinds="rc",
+           torch_fn=_tl(lambda t, x, y: t.matmul(x.to(y.dtype), y))),
+    OpSpec("matmul", cr.matmul, id="matmul-vec-vec", shapes=((4,), (4,)), kinds="cc", torch_fn=_t("matmul")),
+    OpSpec("linear", cr.ops.linear, shapes=((2, 3, 4), (5, 4), (5,)), kinds="ccc",
+           torch_fn=_tl(lambda t, x, w, b: t.nn.functional.linear(x, w, b))),
+    OpSpec("linear", cr.ops.linear, id="linear-crc", shapes=((3, 4), (2, 4), (2,)), kinds="crc",
+           torch_fn=_tl(lambda t, x, w, b: t.nn.functional.linear(x, w.to(x.dtype), b))),
+    OpSpec("einsum", lambda x, y: cr.einsum("bij,bjk->bik", x, y), shapes=((2, 3, 4), (2, 4, 2)), kinds="cc",
+           torch_fn=_tl(lambda t, x, y: t.einsum("bij,bjk->bik", x, y))),
+    OpSpec("einsum", lambda x: cr.einsum("ii->i", x), id="einsum-diag", shapes=((3, 3),), kinds="c",
+           torch_fn=_tl(lambda t, x: t.einsum("ii->i", x))),
+    OpSpec("inv", lambda x: cr.linalg.inv(x + _CSHIFT), shapes=((3, 3),), domain=_NARROW, imag=_NARROW,
+           kinds="c", torch_fn=_tl(lambda t, x: t.linalg.inv(x + t.tensor(_CSHIFT)))),
+    OpSpec("solve", lambda a, b: cr.linalg.solve(a + _CSHIFT, b), shapes=((3, 3), (3, 2)), domain=_NARROW,
+           imag=_NARROW, kinds="cc", torch_fn=_tl(lambda t, a, b: t.linalg.solve(a + t.tensor(_CSHIFT), b))),
+    OpSpec("solve", lambda a, b: cr.linalg.solve(a + _SPD_SHIFT, b), id="solve-rc", shapes=((3, 3), (3,)),
+           domain=_NARROW, imag=_NARROW, kinds="rc",
+           torch_fn=_tl(lambda t, a, b: t.linalg.solve((a + t.tensor(_SPD_SHIFT)).to(b.dtype), b))),
+    OpSpec("det", lambda x: cr.linalg.det(x + _CSHIFT), shapes=((2, 3, 3),), domain=_NARROW, imag=_NARROW,
+           kinds="c", torch_fn=_tl(lambda t, x: t.linalg.det(x + t.tensor(_CSHIFT)))),
+    # ----- own rules: real-valued functions of z, views between C and R^2, casts -----
+    _cunary("abs"), _cunary("angle"), _cunary("real"), _cunary("imag"),
+    OpSpec("conj", cr.conj, kinds="c", torch_fn=_tl(lambda t, x: x.conj())),
+    OpSpec("astype", lambda x: cr.astype(x, np.float64), id="astype-c2r", kinds="c",
+           torch_fn=_warnless(_tl(lambda t, x: x.to(t.float64)))),
+    OpSpec("astype", lambda x: cr.astype(x, np.complex128) * (1 + 2j), id="astype-r2c", kinds="r",
+           torch_fn=_tl(lambda t, x: x.to(t.complex128) * (1 + 2j))),
+    OpSpec("view_as_real", cr.view_as_real, kinds="c", torch_fn=_t("view_as_real")),
+    OpSpec("view_as_complex", cr.view_as_complex, shapes=((3, 2),), kinds="r", torch_fn=_t("view_as_complex")),
+    # ----- fft: the transform's primitive, directly and through the real-data composites -----
+    OpSpec("fftn", lambda x: cr.fft.fftn(x), kinds="c", torch_fn=_tl(lambda t, x: t.fft.fftn(x))),
+    OpSpec("fftn", lambda x: cr.fft.ifftn(x, axes=(1,), norm="ortho"), id="fftn-ifft-ortho", kinds="c",
+           torch_fn=_tl(lambda t, x: t.fft.ifftn(x, dim=(1,), norm="ortho"))),
+    OpSpec("fftn", lambda x: cr.fft.rfft(x), id="fftn-rfft", kinds="r", torch_fn=_tl(lambda t, x: t.fft.rfft(x))),
+    OpSpec("fftn", lambda x: cr.fft.irfft(x), id="fftn-irfft", kinds="c", torch_fn=_tl(lambda t, x: t.fft.irfft(x))),
+]
+
+# ----- the rows of cr.fft and cr.linalg's decompositions, in their own files (which import OpSpec
+# from here, so they are read last) -----
+from op_specs_decompositions import COMPLEX_SPECS as _DECOMPOSITIONS_COMPLEX  # noqa: E402
+from op_specs_decompositions import SPECS as _DECOMPOSITIONS  # noqa: E402
+from op_specs_fft import SPECS as _FFT  # noqa: E402
+from op_specs_spectral import COMPLEX_SPECS as _SPECTRAL_COMPLEX  # noqa: E402
+from op_specs_spectral import SPECS as _SPECTRAL  # noqa: E402
+
+OP_SPECS += _FFT + _SPECTRAL + _DECOMPOSITIONS
+COMPLEX_SPECS += _SPECTRAL_COMPLEX + _DECOMPOSITIONS_COMPLEX

@@ -6,7 +6,7 @@ from typing import Any
 
 from .._backend import np
 from ..tensor import Tensor
-from . import _methods, fft
+from . import _methods, decompositions, fft, linalg_more, spectral
 from ._methods import after_write as after_write  # (for cr.Function.mark_dirty)
 
 # the extension API's old home (its home is chainrule.extend): kept importable
@@ -170,8 +170,17 @@ from .shape import (
     vstack,
 )
 
-linalg = types.SimpleNamespace(inv=inv, solve=solve, det=det, slogdet=slogdet, cholesky=cholesky,
-                               norm=norm)
+_LINALG_MORE = ("matrix_power", "multi_dot", "tensorsolve", "tensorinv", "matrix_transpose", "outer", "cross",
+                "vecdot", "trace", "diagonal", "tensordot")
+_SPECTRAL = ("eigh", "eigvalsh", "svd", "svdvals", "pinv", "lstsq", "cond", "matrix_rank", "matrix_norm",
+             "vector_norm", "norm")
+_DECOMPOSITIONS = ("eig", "eigvals", "qr", "matrix_exp", "solve_triangular", "cho_solve", "slogdet", "cholesky")
+# cr.linalg: NumPy's np.linalg (and SciPy's solve_triangular/cho_solve, torch's matrix_exp)
+linalg = types.SimpleNamespace(
+    inv=inv, solve=solve, det=det, matmul=matmul, LinAlgError=np.linalg.LinAlgError,
+    **{name: getattr(linalg_more, name) for name in _LINALG_MORE},
+    **{name: getattr(spectral, name) for name in _SPECTRAL},
+    **{name: getattr(decompositions, name) for name in _DECOMPOSITIONS})
 
 _UFUNCS = {np.conjugate: conj, np.add: add, np.subtract: subtract, np.multiply: multiply, np.divide: divide,
            np.true_divide: divide, np.power: power, np.negative: negative, np.exp: exp,
@@ -204,8 +213,9 @@ _FUNCTIONS = {np.sum: sum, np.mean: mean, np.prod: prod, np.max: amax, np.amax: 
               np.where: where, np.clip: clip, np.round: round, np.around: round,
               np.zeros_like: zeros_like, np.ones_like: ones_like, np.tril: tril, np.triu: triu,
               np.atleast_1d: atleast_1d, np.atleast_2d: atleast_2d, np.nonzero: nonzero,
-              np.linalg.inv: inv, np.linalg.solve: solve, np.linalg.det: det,
-              np.linalg.slogdet: slogdet, np.linalg.cholesky: cholesky, np.linalg.norm: norm}
+              np.linalg.inv: inv, np.linalg.solve: solve, np.linalg.det: det, np.linalg.matmul: matmul}
+_FUNCTIONS.update({getattr(np.linalg, name): getattr(linalg, name)
+                   for name in _LINALG_MORE + _SPECTRAL + _DECOMPOSITIONS if hasattr(np.linalg, name)})
 
 
 _FUNCTIONS.update({getattr(np.fft, name): getattr(fft, name) for name in fft.NAMES})

@@ -165,8 +165,8 @@ def attach(dispatch_ufunc: Any, dispatch_function: Any) -> None:
     Tensor.reshape = Tensor.view = _reshape
     Tensor.transpose = Tensor.permute = _transpose
     Tensor.T = property(S.transpose)
-    Tensor.real = property(S.real)
-    Tensor.imag = property(S.imag)
+    Tensor.real = property(S.real, lambda self, value: S.real(self).__setitem__(Ellipsis, value))
+    Tensor.imag = property(S.imag, lambda self, value: S.imag(self).__setitem__(Ellipsis, value))
     Tensor.mT = property(lambda self: S.swapaxes(self, -1, -2))
     Tensor.__array_ufunc__ = lambda self, ufunc, method, *inputs, **kwargs: dispatch_ufunc(
         ufunc, method, inputs, kwargs)

@@ -120,9 +120,16 @@ def _conj(a: Any) -> Any:
     return apply(PRIMITIVES["conj"], (a,)) if isinstance(a, Tensor) else np.conj(a)
 
 
+def _any_complex(datas: list) -> bool:
+    for d in datas:
+        if getattr(d, "dtype", None) is not None and d.dtype.kind == "c":
+            return True
+    return False
+
+
 def complex_error(prim: Primitive, dtype: Any, mode: str) -> DTypeError:
     """The error of an op without a complex derivative, asked for one."""
-    return DTypeError(f"{prim.name}: no complex derivative ({mode} of a {dtype} result): "
+    return DTypeError(f"{prim.name}: no complex derivative ({mode}, {dtype} result of complex data): "
                       f"{prim.name} is not differentiable for complex inputs in chainrule (as in "
                       f"PyTorch). Apply it to the real and imaginary parts (z.real, z.imag) or to "
                       f"abs(z), or detach the input if no gradient is needed")
@@ -284,8 +291,8 @@ def apply(prim: Primitive, xs: tuple, params: dict | None = None) -> Any:
     out = _new(Tensor)                # wrap(), inlined: the hot path
     out.data = out_data
     if record and st["grad_enabled"] and prim.vjps is not None:
-        if out_dtype.kind == "c":         # complex: the conjugated rules, or a clear refusal
-            if prim.on_complex is None:
+        if out_dtype.kind == "c" or (prim.complex is None and _any_complex(datas)):
+            if prim.on_complex is None:           # complex: the conjugated rules, or a clear refusal
                 raise complex_error(prim, out_dtype, "backward")
             prim = prim.on_complex
         if rare and st["fw_levels"]:

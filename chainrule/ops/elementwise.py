@@ -114,7 +114,9 @@ def tanh_backward(x: Any, y: Any) -> Any:
 
 ARCSINH = defprim("arcsinh", np.arcsinh, rules=(lambda g, out, x: g / sqrt(x * x + 1),), saves="x",
                   complex="holomorphic")
-ARCCOSH = unary("arccosh", np.arccosh, over=lambda out, x: sqrt(x * x - 1), keep_zero=True, complex="holomorphic")
+# sqrt(x - 1) sqrt(x + 1), not sqrt(x^2 - 1): the same for real x >= 1, and right for complex x with Re x < 0
+ARCCOSH = unary("arccosh", np.arccosh, over=lambda out, x: sqrt(x - 1) * sqrt(x + 1), keep_zero=True,
+                complex="holomorphic")
 ARCTANH = unary("arctanh", np.arctanh, over=lambda out, x: 1 - x * x, keep_zero=True, complex="holomorphic")
 SIGMOID = unary("sigmoid", _sigmoid_numpy, lambda out, x: out * (1 - out), saves="out", complex="holomorphic")
 # relu'(0) = 0, as in PyTorch and JAX

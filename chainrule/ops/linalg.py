@@ -15,7 +15,7 @@ from ..errors import ShapeError
 from ..tensor import Tensor
 from ..tensor import wrap as _wrap
 from ._registry import apply, defprim, raw
-from .elementwise import _abs2, _zero_at_zero, abs, astype, sqrt
+from .elementwise import _abs2, _zero_at_zero, abs, astype, conj, sqrt
 from .reduction import _prod_others, amax, amin, sum
 from .shape import broadcast_to, expand_dims, ravel, reshape, squeeze, swapaxes
 
@@ -221,7 +221,7 @@ def _cofactor_by_svd(x: Any) -> Any:
     u, s, vt = np.linalg.svd(x)
     others = _prod_others(s, (s.ndim - 1,))
     sign = np.linalg.det(u) * np.linalg.det(vt)
-    return sign[..., None, None] * np.matmul(u * others[..., None, :], vt)
+    return sign[..., None, None] * np.matmul(np.conj(u) * others[..., None, :], np.conj(vt))   # (conj: complex x)
 
 
 def _cofactor_by_minors(x: Any) -> Any:
@@ -361,8 +361,9 @@ def dot(x: Any, y: Any) -> Any:
 
 
 def vdot(x: Any, y: Any) -> Any:
-    """Dot product of flattened inputs (composite)."""
-    return sum(ravel(x) * ravel(y))
+    """Dot product of flattened inputs, the first conjugated (as ``numpy.vdot``; composite)."""
+    x = ravel(x)
+    return sum((conj(x) if np.asarray(raw(x)).dtype.kind == "c" else x) * ravel(y))
 
 
 def inner(x: Any, y: Any) -> Any:

@@ -53,6 +53,7 @@ BROADCAST_TO = defprim("broadcast_to", lambda x, shape: np.broadcast_to(x, shape
 
 
 def _view_as_real_forward(x: Any) -> Any:
+    x = np.asarray(x)                   # (a NumPy scalar has no memory to view)
     if x.dtype.kind != "c":
         raise TypeError(f"view_as_real needs a complex input, got {x.dtype}")
     part = x.real                       # a float view with x's strides; the imaginary part follows

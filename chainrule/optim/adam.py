@@ -31,6 +31,8 @@ class Adam(Optimizer):
                                       decoupled_weight_decay=decoupled_weight_decay))
 
     def update(self, p: Any, g: Any, state: dict, group: dict) -> None:
+        if p.dtype.kind == "c":       # as PyTorch: the real and imaginary parts are two real parameters
+            return self.update(p.view(p.real.dtype), np.ascontiguousarray(g).view(p.real.dtype), state, group)
         lr, (b1, b2), wd = group["lr"], group["betas"], group["weight_decay"]
         if not state:
             state.update(step=0, exp_avg=np.zeros_like(p), exp_avg_sq=np.zeros_like(p))

@@ -40,11 +40,14 @@ def _check_or_clear_error(spec, dtype, rng):
         out = spec.fn(*xs)
     except (TypeError, ValueError) as e:
         msg = str(e)
-        assert spec.name in msg and str(dtype) in msg and "float32" in msg, msg
+        # the op named: the row's primitive, or the one it is built on (lstsq's row: pinv, via svdvals)
+        assert (spec.name in msg or "svdvals" in msg) and str(dtype) in msg and "float32" in msg, msg
         return "raised"
     ref = spec.fn(*[cr.tensor(x.data.astype(dtype).astype(np.float64), requires_grad=True)
                     for x in xs64])
-    if spec.name != "astype":
+    if spec.name == "fftn":          # NumPy has no complex dtype below complex64: an FFT of 16-bit data is
+        assert out.dtype in (cr.float32, cr.float64), out.dtype      # complex64 (view_as_real: float32)
+    elif spec.name != "astype":
         assert out.dtype in (dtype, cr.float64), out.dtype     # float64 only from float64 constants
     scale = 1 + np.max(np.abs(ref.data))
     np.testing.assert_allclose(out.data.astype(np.float64), ref.data, atol=TOL[dtype] * scale)
@@ -61,7 +64,9 @@ def test_every_primitive_works_or_raises_a_clear_error(spec, dtype, rng):
     outcome = _check_or_clear_error(spec, dtype, rng)
     # NumPy's linalg has no float16 kernels; those ops must say so (and how to fix it)
     # and NumPy has no complex dtype narrower than complex64: view_as_complex of 16/8-bit pairs says so
-    expect_error = (dtype == cr.float16 and str(spec).startswith("solve")) or str(spec) == "view_as_complex"
+    # (SciPy's solve_triangular upcasts float16 and works)
+    expect_error = (dtype == cr.float16 and spec.name in ("solve", "svd", "svdvals", "pinv")) \
+        or str(spec) == "view_as_complex"
     assert outcome == ("raised" if expect_error else "works")
 
 

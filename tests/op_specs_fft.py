@@ -1,0 +1,12 @@
+"""Op-table rows for cr.fft's primitive (real data in, as every row: complex data through view_as_complex)."""
+from __future__ import annotations
+
+from op_specs import OpSpec, _tl
+
+import chainrule as cr
+
+SPECS = [
+    OpSpec("fftn", lambda x: cr.view_as_real(cr.fft.fft(x)), torch_fn=_tl(lambda t, x: t.view_as_real(t.fft.fft(x)))),
+    OpSpec("fftn", lambda x: cr.fft.irfft2(cr.fft.rfft2(x), (3, 4), norm="ortho"), id="fftn-irfft2",
+           shapes=((3, 5),), torch_fn=_tl(lambda t, x: t.fft.irfft2(t.fft.rfft2(x), (3, 4), norm="ortho"))),
+]
