@@ -231,3 +231,8 @@ __all__ = [
     "true_divide", "value_and_grad", "var", "vdot", "viz", "vjp", "vstack", "where", "zeros",
     "zeros_like",
 ]
+
+# the rest of NumPy's namespace (chainrule/ops/numpy_*.py list their functions) and cr.special
+globals().update({_name: getattr(ops, _name) for _name in ops.MORE_NAMES})
+__all__ += list(ops.MORE_NAMES) + ["special"]
+special = ops.special

@@ -374,6 +374,10 @@ COMPLEX_SPECS: list[OpSpec] = [
 
 # ----- the rows of cr.fft and cr.linalg's decompositions, in their own files (which import OpSpec
 # from here, so they are read last) -----
+import op_specs_numpy_arrays  # noqa: E402
+import op_specs_numpy_math  # noqa: E402
+import op_specs_numpy_stats  # noqa: E402
+import op_specs_special  # noqa: E402
 from op_specs_decompositions import COMPLEX_SPECS as _DECOMPOSITIONS_COMPLEX  # noqa: E402
 from op_specs_decompositions import SPECS as _DECOMPOSITIONS  # noqa: E402
 from op_specs_fft import SPECS as _FFT  # noqa: E402
@@ -382,3 +386,6 @@ from op_specs_spectral import SPECS as _SPECTRAL  # noqa: E402
 
 OP_SPECS += _FFT + _SPECTRAL + _DECOMPOSITIONS
 COMPLEX_SPECS += _SPECTRAL_COMPLEX + _DECOMPOSITIONS_COMPLEX
+for _rows in (op_specs_numpy_math, op_specs_numpy_arrays, op_specs_numpy_stats, op_specs_special):
+    OP_SPECS += _rows.SPECS
+    COMPLEX_SPECS += _rows.COMPLEX_SPECS

@@ -6,7 +6,7 @@ from typing import Any
 
 from .._backend import np
 from ..tensor import Tensor
-from . import _methods, decompositions, fft, linalg_more, spectral
+from . import _methods, decompositions, fft, linalg_more, numpy_arrays, numpy_math, numpy_stats, special, spectral
 from ._methods import after_write as after_write  # (for cr.Function.mark_dirty)
 
 # the extension API's old home (its home is chainrule.extend): kept importable
@@ -219,6 +219,16 @@ _FUNCTIONS.update({getattr(np.linalg, name): getattr(linalg, name)
 
 
 _FUNCTIONS.update({getattr(np.fft, name): getattr(fft, name) for name in fft.NAMES})
+
+
+# the rest of NumPy's namespace (and scipy.special's ufuncs): each module lists its functions
+_MORE = (numpy_math, numpy_arrays, numpy_stats)
+for _module in _MORE:
+    globals().update({name: getattr(_module, name) for name in _module.NAMES})
+    _FUNCTIONS.update({f: fn for f, fn in _module.NUMPY.items() if not isinstance(f, np.ufunc)})
+    _UFUNCS.update({f: fn for f, fn in _module.NUMPY.items() if isinstance(f, np.ufunc)})
+_UFUNCS.update(special.NUMPY)
+MORE_NAMES = tuple(name for module in _MORE for name in module.NAMES)
 
 
 def dispatch_ufunc(ufunc: Any, method: str, inputs: tuple, kwargs: dict) -> Any:

@@ -1,0 +1,5 @@
+"""Op-table rows of chainrule/ops/numpy_stats.py (being written)."""
+from __future__ import annotations
+
+SPECS: list = []
+COMPLEX_SPECS: list = []
