@@ -7,7 +7,7 @@ from .._backend import np
 from ..errors import GraphError
 from ..grad_mode import STATE, no_grad
 from ..graph import FREED, GraphNode, check_saved, next_seq, pack_saved, rebase, unpack_saved, versions_of
-from ..ops import after_write, zeros_like
+from ..ops import after_write, check_in_place, fresh, zeros_like
 from ..tensor import Tensor, wrap
 from .forward import fit_tangent, levels_of, tower
 
@@ -147,7 +147,11 @@ class Function:
                 t = o
             results.append(t)
         if record:
-            edges = tuple(a._edge() if isinstance(a, Tensor) and a.requires_grad else None for a in args)
+            # a dirty view's gradient goes to its base through a fresh view, bypassing its old node
+            # and hooks (as an in-place op on a view does: PyTorch's CopySlices)
+            edges = tuple(None if not (isinstance(a, Tensor) and a.requires_grad)
+                          else fresh(a)._edge() if a._view is not None and id(a) in ctx.dirty
+                          else a._edge() for a in args)
             metas = tuple((r.shape, r.dtype) if isinstance(r, Tensor) else ((), np.dtype(np.float64))
                           for r in results)
             node = FunctionNode(cls, ctx, edges, metas)
@@ -183,13 +187,11 @@ def _check_dirty(cls: type, ctx: FunctionCtx, args: tuple, outs: list, record: b
         if id(t) not in returned:
             raise GraphError(f"{cls.__name__}: an input marked dirty (shape {t.shape}) was not returned "
                              f"by forward; return every tensor modified in place")
-        root = t
-        while root._view is not None:
-            root = root._view[0]
-        if record and root.grad_fn is None and root._requires_grad:
-            what = "a leaf tensor" if root is t else "a view of a leaf tensor"
-            raise GraphError(f"{cls.__name__}: {what} that requires grad (shape {t.shape}) was "
+        if record and t.grad_fn is None and t._requires_grad:      # (also a view made under no_grad)
+            raise GraphError(f"{cls.__name__}: a leaf tensor that requires grad (shape {t.shape}) was "
                              f"modified in place (mark_dirty); clone it first or call under cr.no_grad()")
+        if record:
+            check_in_place(t, f"{cls.__name__} (mark_dirty)", False)
 
 
 def _function_jvp(cls: type, ctx: FunctionCtx, args: tuple, results: list) -> None:

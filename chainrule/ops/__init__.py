@@ -7,7 +7,9 @@ from typing import Any
 from .._backend import np
 from ..tensor import Tensor
 from . import _methods, decompositions, fft, linalg_more, numpy_arrays, numpy_math, numpy_stats, special, spectral
-from ._methods import after_write as after_write  # (for cr.Function.mark_dirty)
+from ._methods import after_write as after_write  # (these three: for cr.Function.mark_dirty)
+from ._methods import check_in_place as check_in_place
+from ._methods import fresh as fresh
 
 # the extension API's old home (its home is chainrule.extend): kept importable
 from ._registry import PRIMITIVES, Primitive, apply, defprim, linear_jvps, raw, unary  # noqa: F401

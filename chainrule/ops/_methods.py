@@ -78,30 +78,40 @@ _NO_GRAD = ("{op}: this view was created under no_grad and is being modified in 
             "view with grad mode on, modify it under cr.no_grad(), or clone it first")
 
 
+def check_in_place(t: Tensor, op: str, other_requires_grad: bool) -> None:
+    """Raise where PyTorch refuses an in-place change of the view ``t`` while gradients are
+    recorded: an output of split/unbind, a view made under no_grad, a view of a leaf that requires
+    grad (in-place ops and ``ctx.mark_dirty`` alike)."""
+    if not STATE.grad_enabled:
+        return
+    if t._view_meta is not None and (t._requires_grad or other_requires_grad):
+        raise GraphError((_MULTI if t._view_meta == "multi" else _NO_GRAD).format(op=op))
+    base = t
+    while base._view is not None:
+        base = base._view[0]
+    if base is not t and base.grad_fn is None and base._requires_grad:
+        raise GraphError(f"{op}: a view of a leaf tensor that requires grad is used in an in-place "
+                         f"operation; wrap it in cr.no_grad() or use an out-of-place op")
+
+
 def _operand(t: Tensor, op: str, other: Any) -> Any:
     """What an in-place op on ``t`` computes from: a view afresh from its base (as PyTorch's
     CopySlices, the view's old node and its hooks are left behind), and a copy where the op keeps
     its operand for ``other``'s gradient (``t *= u`` needs t's value before the change)."""
     view = t._view
     if view is not None:
-        recorded = STATE.grad_enabled
-        other_rg = isinstance(other, Tensor) and other._requires_grad
-        if t._view_meta is not None and recorded and (t._requires_grad or other_rg):
-            raise GraphError((_MULTI if t._view_meta == "multi" else _NO_GRAD).format(op=op))
+        check_in_place(t, op, isinstance(other, Tensor) and other._requires_grad)
         base = t
         while base._view is not None:
             base = base._view[0]
-        if base.grad_fn is None and base._requires_grad and recorded:
-            raise GraphError(f"{op}: a view of a leaf tensor that requires grad is used in an in-place "
-                             f"operation; wrap it in cr.no_grad() or use an out-of-place op")
-        if (recorded and base._requires_grad) or (STATE.fw_levels and base._tangents):
-            t = _fresh(t)
+        if (STATE.grad_enabled and base._requires_grad) or (STATE.fw_levels and base._tangents):
+            t = fresh(t)
     if isinstance(other, Tensor) and other._requires_grad and STATE.grad_enabled:
         t = E.copy(t)
     return t
 
 
-def _fresh(t: Tensor) -> Tensor:
+def fresh(t: Tensor) -> Tensor:
     """``t`` re-derived from its root base through its chain of views: new nodes, so the old view
     nodes (and hooks on them) are left behind, as PyTorch's as_strided regeneration does."""
     chain = []
@@ -128,7 +138,7 @@ def after_write(t: Tensor) -> None:
         if not ((recorded and (view._requires_grad or base._requires_grad))
                 or (dual and (view._tangents or base._tangents))):
             break
-        rebase(base, put_back(_fresh(base), view))   # the base with the view's region replaced
+        rebase(base, put_back(fresh(base), view))   # the base with the view's region replaced
         view = base
     for ref in list(t._family):                # creation order: a view's base comes before it
         v = ref()

@@ -229,12 +229,12 @@ def _as_view(out: Any, x: Any, regenerate: Any, put_back: Any) -> Any:
     if isinstance(x, Tensor) and isinstance(out, Tensor) and np.may_share_memory(out.data, x.data):
         out._shares_memory_with(x)
         out._view = (x, regenerate, put_back)
-        if x._view_meta is not None:           # a view of a split output, or of a no_grad view
-            out._view_meta = x._view_meta
-        elif not STATE.grad_enabled:
+        if not STATE.grad_enabled:
             out._view_meta = "no_grad"
             if x._requires_grad:               # as in PyTorch: a leaf that requires grad
                 out._requires_grad = True
+        elif x._view_meta is not None:         # a view of a split output, or of a no_grad view
+            out._view_meta = x._view_meta
     return out
 
 

@@ -4,27 +4,9 @@ backward that would use a stale value raises, where PyTorch raises. Each program
 torch (where installed) to check that both raise, or both give the same gradients."""
 import numpy as np
 import pytest
+from views_lib import Lib
 
 import chainrule as cr
-
-
-class Lib:
-    """The same program in chainrule or torch: tensor, exp, tanh, ones."""
-
-    def __init__(self, torch=None):
-        self.torch = torch
-
-    def t(self, v, rg=False):
-        v = np.asarray(v, dtype=np.float64)
-        if self.torch is None:
-            return cr.tensor(v, requires_grad=rg)
-        return self.torch.tensor(v, requires_grad=rg)
-
-    def exp(self, x):
-        return cr.exp(x) if self.torch is None else x.exp()
-
-    def tanh(self, x):
-        return cr.tanh(x) if self.torch is None else x.tanh()
 
 
 def view_after_exp(L):

@@ -5,37 +5,10 @@ tangents of views, and ``ctx.mark_dirty``. Each program runs in chainrule and, w
 in torch: both raise, or both give the same values."""
 import numpy as np
 import pytest
+from views_lib import Lib
 
 import chainrule as cr
 from chainrule import forward_ad as fwAD
-
-
-class Lib:
-    """The same program in chainrule or torch."""
-
-    def __init__(self, torch=None):
-        self.torch = torch
-
-    def t(self, v, rg=False):
-        v = np.asarray(v, dtype=np.float64)
-        if self.torch is None:
-            return cr.tensor(v, requires_grad=rg)
-        return self.torch.tensor(v, requires_grad=rg)
-
-    def no_grad(self):
-        return cr.no_grad() if self.torch is None else self.torch.no_grad()
-
-    def split(self, x, n):                    # n equal pieces of a 1-D tensor
-        return cr.split(x, n) if self.torch is None else x.split(x.shape[0] // n)
-
-    def fw(self):
-        if self.torch is None:
-            return fwAD
-        import torch.autograd.forward_ad as tfw
-        return tfw
-
-    def function(self):
-        return cr.Function if self.torch is None else self.torch.autograd.Function
 
 
 def _np(t):
