@@ -21,7 +21,8 @@ def test_quick_run_covers_every_case_and_checks_every_peer(quick_run):
     for title in ("elementwise chain", "MLP 784-512-512-10", "layers x 256", "tiny 3-4-1",
                   "HVP vs grad", "wide: n = 100", "tall: n = 4", "checkpointing sqrt(L)",
                   "forward-mode JVP", "complex linear layer 32->32, batch 64, complex64",
-                  "complex linear layer 32->32, batch 64, complex128"):
+                  "complex linear layer 32->32, batch 64, complex128",
+                  "eigh of a symmetric 16x16", "rfft of 4 x 256 windowed signals"):
         assert title in text
     rows = [line for line in text.splitlines() if line.startswith("| ") and "median" not in line]
     checks = {line.split("|")[5].strip() for line in rows if line.count("|") == 7}
