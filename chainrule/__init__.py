@@ -10,7 +10,7 @@
 # --- nn, optim, data, saving, viz ---
 # --- precision (dtypes policy, autocast, loss scaling, FP8) ---
 # --- programs (implicit differentiation, estimators, distributions) ---
-from . import amp, autograd, data, distributions, estimators, fp8, integrate, nn, ops, optim, precision, random, viz
+from . import amp, autograd, data, distributions, estimators, fp8, integrate, nn, ops, optim, precision, random, stats, viz
 from ._dtypes import (
                       bfloat16,
                       bool_,
@@ -234,5 +234,5 @@ __all__ = [
 
 # the rest of NumPy's namespace (chainrule/ops/numpy_*.py list their functions) and cr.special
 globals().update({_name: getattr(ops, _name) for _name in ops.MORE_NAMES})
-__all__ += list(ops.MORE_NAMES) + ["special", "integrate"]
+__all__ += list(ops.MORE_NAMES) + ["special", "integrate", "stats"]
 special = ops.special

@@ -1,0 +1,2 @@
+"""(being written) ``cr.stats``: SciPy's distributions, differentiable."""
+from __future__ import annotations
