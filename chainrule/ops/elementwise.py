@@ -9,6 +9,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import scipy.special
+
 from .._backend import ndarray, np
 from ..tensor import Tensor, tensor
 from ..tensor import wrap as _wrap
@@ -22,14 +24,7 @@ _SQRT_HALF = math.sqrt(0.5)
 
 
 def _erf_numpy(x: Any) -> Any:
-    try:
-        from scipy.special import erf as scipy_erf  # optional fast path
-    except ImportError:  # pragma: no cover - exercised where scipy is absent
-        scipy_erf = None
-    if scipy_erf is not None:
-        return scipy_erf(x)
-    x = np.asarray(x)
-    return np.frompyfunc(math.erf, 1, 1)(x).astype(x.dtype if x.dtype.kind == "f" else np.float64)
+    return scipy.special.erf(x)
 
 
 def _sigmoid_numpy(x: Any) -> Any:
@@ -124,7 +119,7 @@ SIGMOID = unary("sigmoid", _sigmoid_numpy, lambda out, x: out * (1 - out), saves
 RELU = defprim("relu", _relu_numpy, rules=(lambda g, out, x: g * (out > 0),), saves="out",
                decide=lambda x: x > 0)
 SOFTPLUS = unary("softplus", _softplus_numpy, lambda out, x: sigmoid(x), autocast="float32")
-ERF = unary("erf", _erf_numpy, lambda out, x: _TWO_OVER_SQRT_PI * exp(-x * x))
+ERF = unary("erf", _erf_numpy, lambda out, x: _TWO_OVER_SQRT_PI * exp(-x * x), complex="holomorphic")
 # exact (erf) GELU, torch.nn.functional.gelu's default
 GELU = unary("gelu", _gelu_numpy,
              lambda out, x: 0.5 * (1 + erf(x * _SQRT_HALF)) + x * _INV_SQRT_2PI * exp(-0.5 * x * x))
