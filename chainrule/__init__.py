@@ -10,7 +10,22 @@
 # --- nn, optim, data, saving, viz ---
 # --- precision (dtypes policy, autocast, loss scaling, FP8) ---
 # --- programs (implicit differentiation, estimators, distributions) ---
-from . import amp, autograd, data, distributions, estimators, fp8, integrate, nn, ops, optim, precision, random, stats, viz
+from . import (
+                      amp,
+                      autograd,
+                      data,
+                      distributions,
+                      estimators,
+                      fp8,
+                      integrate,
+                      nn,
+                      ops,
+                      optim,
+                      precision,
+                      random,
+                      stats,
+                      viz,
+)
 from ._dtypes import (
                       bfloat16,
                       bool_,

@@ -368,8 +368,11 @@ COMPLEX_SPECS: list[OpSpec] = [
     OpSpec("fftn", lambda x: cr.fft.fftn(x), kinds="c", torch_fn=_tl(lambda t, x: t.fft.fftn(x))),
     OpSpec("fftn", lambda x: cr.fft.ifftn(x, axes=(1,), norm="ortho"), id="fftn-ifft-ortho", kinds="c",
            torch_fn=_tl(lambda t, x: t.fft.ifftn(x, dim=(1,), norm="ortho"))),
-    OpSpec("fftn", lambda x: cr.fft.rfft(x), id="fftn-rfft", kinds="r", torch_fn=_tl(lambda t, x: t.fft.rfft(x))),
-    OpSpec("fftn", lambda x: cr.fft.irfft(x), id="fftn-irfft", kinds="c", torch_fn=_tl(lambda t, x: t.fft.irfft(x))),
+    OpSpec("rfftn", lambda x: cr.fft.rfft(x), id="rfftn-rfft", kinds="r", torch_fn=_tl(lambda t, x: t.fft.rfft(x))),
+    OpSpec("irfftn", lambda x: cr.fft.irfft(x), id="irfftn-irfft", kinds="c",
+           torch_fn=_tl(lambda t, x: t.fft.irfft(x))),
+    OpSpec("irfftn", lambda x: cr.fft.irfft2(x, (3, 5), norm="ortho"), id="irfftn-irfft2-odd", kinds="c",
+           torch_fn=_tl(lambda t, x: t.fft.irfft2(x, (3, 5), norm="ortho"))),
 ]
 
 # ----- the rows of cr.fft and cr.linalg's decompositions, in their own files (which import OpSpec

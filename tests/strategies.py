@@ -41,6 +41,8 @@ def compositions(draw, min_ops: int = 2, max_ops: int = 6):
                 vals.append(fn(vals[-1], vals[0]))   # reuse the input: a DAG, not a chain
             else:
                 vals.append(fn(vals[-1]))
+        # the largest intermediate: exp(exp(exp(x))) ~ 1e38 makes central differences meaningless
+        program.peak = max(float(np.max(np.abs(v.data))) for v in vals)
         return vals[-1]
     return " -> ".join(name for _, name, _ in steps), program
 

@@ -1,11 +1,15 @@
 """The discrete Fourier transform, ``cr.fft``: NumPy's names and arguments (``n``/``s``, ``axis``/
 ``axes``, ``norm``), differentiable in both modes and to any order.
 
-One primitive, ``fftn`` of complex data over some axes (forward or inverse, with NumPy's norm);
-the rest compose it with casts, crops, zero-pads, flips and ``conj``. The DFT matrix is symmetric,
-so the transpose of a transform is the same transform: the op is declared holomorphic, which makes
-its VJP the adjoint conj(F(conj g)), PyTorch's convention. FLOPs: 5 n log2 n per transform of n
-points (the radix-2 count), for each batch element.
+Three primitives: ``fftn`` of complex data over some axes (forward or inverse, with NumPy's norm),
+and ``rfftn``/``irfftn`` (real data in, the half spectrum out, and back: NumPy's real transforms,
+half the work); the rest compose them with crops, zero-pads and ``conj``. The DFT matrix is
+symmetric, so the transpose of a transform is the same transform: ``fftn`` is declared holomorphic,
+which makes its VJP the adjoint conj(F(conj g)), PyTorch's convention. The adjoint of ``rfftn`` is
+an ``irfftn`` of the cotangent whose interior frequencies are halved (they stand for two entries of
+the full spectrum), with the norm swapped; that of ``irfftn`` an ``rfftn`` with them doubled.
+FLOPs: 5 n log2 n per complex transform of n points (the radix-2 count), half that for a real one,
+for each batch element.
 """
 from __future__ import annotations
 
@@ -18,7 +22,7 @@ from ..errors import DTypeError, ShapeError
 from ..tensor import tensor
 from ._registry import apply, defprim, raw
 from .elementwise import conj
-from .shape import _axis, concatenate, flip, getitem, pad, real, roll
+from .shape import _axis, getitem, pad, roll
 
 _NORMS = ("backward", "ortho", "forward")
 _SWAPPED = {"backward": "forward", "ortho": "ortho", "forward": "backward"}
@@ -35,6 +39,47 @@ def _fftn_flops(out: Any, x: Any, axes: tuple, norm: str, inverse: bool) -> int:
 
 FFTN = defprim("fftn", _fftn_forward, vjps=(lambda g, out, x, **p: apply(FFTN, (g,), p),),
                jvps="linear", flops=_fftn_flops, kind="matmul", complex="holomorphic")
+
+
+def _rfftn_forward(x: Any, axes: tuple, norm: str) -> Any:
+    return np.fft.rfftn(x, axes=axes, norm=norm)
+
+
+def _irfftn_forward(x: Any, s: tuple, axes: tuple, norm: str) -> Any:
+    return np.fft.irfftn(x, s=s, axes=axes, norm=norm)
+
+
+def _interior(m: int, n: int, axis: int, ndim: int, scale: float) -> Any:
+    """Weights along the halved axis: ``scale`` on the interior frequencies, 1 on the zero frequency
+    and (n even) the Nyquist one, which stand for one entry of the full spectrum each."""
+    w = np.full(m, scale)
+    w[0] = 1.0
+    if n % 2 == 0:
+        w[-1] = 1.0
+    return w.reshape((m,) + (1,) * (ndim - 1 - axis))
+
+
+def _rfftn_vjp(g: Any, out: Any, x: Any, axes: tuple, norm: str) -> Any:
+    s = tuple(np.shape(raw(x))[a] for a in axes)
+    w = _interior(np.shape(raw(g))[axes[-1]], s[-1], axes[-1], np.ndim(raw(g)), 0.5)
+    return irfftn(g * w, s, axes, _SWAPPED[norm])
+
+
+def _irfftn_vjp(g: Any, out: Any, x: Any, s: tuple, axes: tuple, norm: str) -> Any:
+    w = _interior(np.shape(raw(x))[axes[-1]], s[-1], axes[-1], np.ndim(raw(x)), 2.0)
+    return rfftn(g, None, axes, _SWAPPED[norm]) * w
+
+
+def _real_flops(out: Any, x: Any, axes: tuple, **params: Any) -> int:
+    n = math.prod(params["s"]) if "s" in params else math.prod(np.shape(x)[a] for a in axes)
+    batch = np.size(x) // math.prod(np.shape(x)[a] for a in axes) if np.size(x) else 0
+    return int(2.5 * batch * n * math.log2(n)) if n > 1 else 0
+
+
+RFFTN = defprim("rfftn", _rfftn_forward, vjps=(_rfftn_vjp,), jvps="linear", saves="x", flops=_real_flops,
+                kind="matmul", complex="own")
+IRFFTN = defprim("irfftn", _irfftn_forward, vjps=(_irfftn_vjp,), jvps="linear", saves="x", flops=_real_flops,
+                 kind="matmul", complex="own")
 
 
 def _norm(norm: str | None, op: str) -> str:
@@ -134,9 +179,8 @@ def _real_input(x: Any, op: str) -> Any:
 def rfftn(x: Any, s: Sequence[int] | None = None, axes: Sequence[int] | None = None,
           norm: str | None = None) -> Any:
     """N-D transform of real data, the last axis halved (``numpy.fft.rfftn``)."""
-    out = _transform(_real_input(x, "rfftn"), s, axes, norm, False, "rfftn")
-    last = _axes_and_sizes(x, s, axes, "rfftn")[0][-1]
-    return getitem(out, (slice(None),) * last + (slice(0, np.shape(raw(out))[last] // 2 + 1),))
+    axes, sizes = _axes_and_sizes(_real_input(x, "rfftn"), s, axes, "rfftn")
+    return apply(RFFTN, (_fit(x, axes, sizes),), {"axes": axes, "norm": _norm(norm, "rfftn")})
 
 
 def rfft(x: Any, n: int | None = None, axis: int = -1, norm: str | None = None) -> Any:
@@ -165,14 +209,8 @@ def irfftn(x: Any, s: Sequence[int] | None = None, axes: Sequence[int] | None = 
         if sizes[-1] < 1:
             raise ShapeError(f"irfftn: invalid number of data points {sizes[-1]} along axis {axes[-1]}; "
                              f"pass n (or s)")
-    norm = _norm(norm, "irfftn")
-    last, n = axes[-1], sizes[-1]
-    x = _fit(x, axes, sizes[:-1] + (n // 2 + 1,))
-    if len(axes) > 1:
-        x = apply(FFTN, (x,), {"axes": axes[:-1], "norm": norm, "inverse": True})
-    mirrored = getitem(x, (slice(None),) * last + (slice(1, n - n // 2),))
-    full = concatenate([x, conj(flip(mirrored, last))], axis=last)
-    return real(apply(FFTN, (full,), {"axes": (last,), "norm": norm, "inverse": True}))
+    x = _fit(x, axes, sizes[:-1] + (sizes[-1] // 2 + 1,))
+    return apply(IRFFTN, (x,), {"s": sizes, "axes": axes, "norm": _norm(norm, "irfftn")})
 
 
 def irfft(x: Any, n: int | None = None, axis: int = -1, norm: str | None = None) -> Any:

@@ -183,7 +183,7 @@ def test_numpy_interop_stays_differentiable():
     np.testing.assert_allclose(x.grad.data, e * 1.5 + e.sum(), rtol=1e-6)
     assert np.asarray(x.detach()).shape == (2,)
     with pytest.raises(TypeError, match="no differentiable chainrule version"):
-        np.polyfit(x, x, 1)
+        np.lib.stride_tricks.sliding_window_view(x, 2)
 
 
 def test_default_dtype_rules():
@@ -311,11 +311,14 @@ def test_second_backward_error_names_the_function():
 @pytest.mark.parametrize("ufunc", sorted((u for u in cr.ops._UFUNCS if u.nout == 1), key=lambda u: u.__name__),
                          ids=lambda u: u.__name__)
 def test_every_numpy_ufunc_dispatches_to_chainrule(ufunc):
-    x = cr.tensor(np.array([0.3, 0.6]), requires_grad=True)
-    args = (x,) * ufunc.nin
-    out = ufunc(*args)
+    data = np.array([[0.3, 0.6], [0.2, 0.1]]) if ufunc in (np.matvec, np.vecmat) else np.array([0.3, 0.6])
+    try:
+        expected = ufunc(*(data,) * ufunc.nin)
+    except TypeError:                          # integer-only ufuncs (gcd, bitwise_and, ldexp, ...)
+        pytest.skip(f"numpy.{ufunc.__name__} takes no float input")
+    x = cr.tensor(data, requires_grad=True)
+    out = ufunc(*(x,) * ufunc.nin)
     assert isinstance(out, cr.Tensor)
-    expected = ufunc(*(np.array([0.3, 0.6]),) * ufunc.nin)
     np.testing.assert_allclose(out.data, expected)
     differentiable = out.dtype.kind == "f"
     assert out.requires_grad == differentiable

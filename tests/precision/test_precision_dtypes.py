@@ -45,8 +45,8 @@ def _check_or_clear_error(spec, dtype, rng):
         return "raised"
     ref = spec.fn(*[cr.tensor(x.data.astype(dtype).astype(np.float64), requires_grad=True)
                     for x in xs64])
-    if spec.name == "fftn":          # NumPy has no complex dtype below complex64: an FFT of 16-bit data is
-        assert out.dtype in (cr.float32, cr.float64), out.dtype      # complex64 (view_as_real: float32)
+    if spec.name in ("fftn", "rfftn", "irfftn"):   # NumPy has no complex dtype below complex64: an FFT of
+        assert out.dtype in (cr.float32, cr.float64), out.dtype      # 16-bit data is complex64 (float32 parts)
     elif spec.name != "astype":
         assert out.dtype in (dtype, cr.float64), out.dtype     # float64 only from float64 constants
     scale = 1 + np.max(np.abs(ref.data))
