@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 SUITE = ("bench_elementwise", "bench_mlp_step", "bench_deep_mlp", "bench_tiny_net", "bench_hvp",
-         "bench_jacobian", "bench_checkpoint", "bench_jvp", "bench_complex", "bench_linalg")
+         "bench_jacobian", "bench_checkpoint", "bench_jvp", "bench_complex", "bench_linalg", "bench_reductions")
 
 
 def suite_dir() -> Path:

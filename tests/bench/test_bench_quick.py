@@ -22,7 +22,8 @@ def test_quick_run_covers_every_case_and_checks_every_peer(quick_run):
                   "HVP vs grad", "wide: n = 100", "tall: n = 4", "checkpointing sqrt(L)",
                   "forward-mode JVP", "complex linear layer 32->32, batch 64, complex64",
                   "complex linear layer 32->32, batch 64, complex128",
-                  "eigh of a symmetric 16x16", "rfft of 4 x 256 windowed signals"):
+                  "eigh of a symmetric 16x16", "rfft of 4 x 256 windowed signals",
+                  "median + quantile + cov + diff + convolve(33 taps)"):
         assert title in text
     rows = [line for line in text.splitlines() if line.startswith("| ") and "median" not in line]
     checks = {line.split("|")[5].strip() for line in rows if line.count("|") == 7}
