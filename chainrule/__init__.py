@@ -50,7 +50,7 @@ from .autograd.anomaly import AnomalyError, detect_anomaly, set_safe_zero_cotang
 from .autograd.function import Function, FunctionCtx
 from .checkpoint import CheckpointPlan, checkpoint, checkpoint_sequential, plan_checkpoints
 from .creation import arange, empty, eye, full, linspace, ones, zeros
-from .errors import ChainruleError, DTypeError, GradcheckError, GraphError, ShapeError
+from .errors import ChainruleError, DTypeError, GradcheckError, GraphError, ShapeError, UnsupportedArgument
 from .grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from .gradcheck import NonDifferentiablePointError, gradcheck, gradgradcheck
 from .implicit import ConvergenceError, fixed_point, root_solve
@@ -249,5 +249,5 @@ __all__ = [
 
 # the rest of NumPy's namespace (chainrule/ops/numpy_*.py list their functions) and cr.special
 globals().update({_name: getattr(ops, _name) for _name in ops.MORE_NAMES})
-__all__ += list(ops.MORE_NAMES) + ["special", "integrate", "stats"]
+__all__ += list(ops.MORE_NAMES) + ["special", "integrate", "stats", "UnsupportedArgument"]
 special = ops.special

@@ -1,4 +1,4 @@
-"""Command line: ``python -m chainrule {tour,train,bench} [options]``."""
+"""Command line: ``python -m chainrule {tour,train,bench,coverage} [options]``."""
 from __future__ import annotations
 
 import importlib
@@ -8,6 +8,7 @@ COMMANDS = {
     "tour": ("chainrule.tour", "a guided tour of the seeds: live code, measured figures"),
     "train": ("chainrule.train", "train an MLP/CNN on the embedded digits dataset"),
     "bench": ("chainrule.bench", "run the benchmark suite side by side with the peers"),
+    "coverage": ("chainrule.coverage", "probe NumPy's functions and write docs/coverage.md"),
 }
 
 
@@ -16,7 +17,7 @@ def main(argv: list[str] | None = None) -> int:
     if not argv or argv[0] in ("-h", "--help") or argv[0] not in COMMANDS:
         print("usage: python -m chainrule {" + ",".join(COMMANDS) + "} [options]\n")
         for name, (_, what) in COMMANDS.items():
-            print(f"  {name:6s} {what}")
+            print(f"  {name:8s} {what}")
         return 0 if argv and argv[0] in ("-h", "--help") else 2
     module = importlib.import_module(COMMANDS[argv[0]][0])
     return int(module.main(argv[1:]) or 0)

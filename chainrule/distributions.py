@@ -7,16 +7,13 @@ default generator (``chainrule.random``).
 """
 from __future__ import annotations
 
-import math
 from typing import Any
 
-from . import _dtypes, ops
+from . import _dtypes, ops, stats
 from ._backend import np
 from .ops import as_tensor
 from .random import get_generator
 from .tensor import Tensor, wrap
-
-_HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
 
 
 def _shape(sample_shape: Any, batch_shape: tuple) -> tuple:
@@ -84,11 +81,10 @@ class Normal:
         return self.rsample(sample_shape, generator).detach()
 
     def log_prob(self, value: Any) -> Tensor:
-        z = (value - self.loc) / self.scale
-        return -0.5 * z * z - ops.log(self.scale) - _HALF_LOG_2PI
+        return stats.norm.logpdf(value, self.loc, self.scale)
 
     def entropy(self) -> Tensor:
-        return 0.5 + _HALF_LOG_2PI + ops.log(self.scale) + ops.zeros_like(self.loc)
+        return stats.norm.entropy(scale=self.scale) + ops.zeros_like(self.loc)
 
 
 class Bernoulli:
@@ -111,7 +107,7 @@ class Bernoulli:
         return wrap((u < np.asarray(self.probs.data)).astype(self.probs.dtype))
 
     def log_prob(self, value: Any) -> Tensor:
-        # x * logit - softplus(logit): stable for any logit
+        # x * logit - softplus(logit): stable for any logit (cr.stats.bernoulli takes p, not logits)
         return value * self.logits - ops.softplus(self.logits)
 
     def entropy(self) -> Tensor:

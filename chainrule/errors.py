@@ -18,6 +18,11 @@ class GraphError(ChainruleError, RuntimeError):
     """Misuse of the graph: backward twice, freed buffers, in-place modification of saved values."""
 
 
+class UnsupportedArgument(ChainruleError, TypeError):
+    """A NumPy function or argument form that chainrule refuses on Tensors (``out=``, a keyword it
+    does not take); the message names it."""
+
+
 class GradcheckError(ChainruleError, AssertionError):
     """Raised by gradcheck when analytic and numerical derivatives disagree."""
 

@@ -213,3 +213,15 @@ SPECS: list = [OpSpec(name, fn, shapes=shapes, torch_fn=torch_fn, id=id, **kw)
 COMPLEX_SPECS: list = [OpSpec(name, fn, shapes=shapes, torch_fn=torch_fn, id=id, kinds="c" * len(shapes),
                               **{k: v for k, v in kw.items() if k != "order"})
                        for name, id, fn, shapes, torch_fn, cplx, kw in _ROWS_SPEC if cplx]
+
+# the set functions: gathers from the inputs (distinct random values keep their order under the
+# perturbations of the checks)
+SPECS += [
+    OpSpec("getitem", lambda x, y: cr.intersect1d(x, cr.concatenate([y, x[1:3]])) * y.mean(), id="intersect1d",
+           shapes=((4,), (3,))),
+    OpSpec("getitem", lambda x, y: cr.setdiff1d(x, y[0:1] * 0 + x[1:2]) * y.mean(), id="setdiff1d",
+           shapes=((4,), (3,))),
+    OpSpec("getitem", cr.union1d, id="union1d", shapes=((4,), (3,))),
+    OpSpec("getitem", lambda x, y: cr.setxor1d(x, cr.concatenate([y, x[0:1]])), id="setxor1d",
+           shapes=((4,), (3,))),
+]

@@ -1,12 +1,18 @@
 """The NumPy-named op surface (``cr.exp``, ``cr.matmul``, ...) and NumPy dispatch for Tensors."""
 from __future__ import annotations
 
+import builtins
+import inspect
 import types
 from typing import Any
 
 from .._backend import np
+from ..errors import UnsupportedArgument
+from ..grad_mode import STATE
+from ..graph import rebase
 from ..tensor import Tensor
 from . import _methods, decompositions, fft, linalg_more, numpy_arrays, numpy_math, numpy_stats, special, spectral
+from ._methods import _operand
 from ._methods import after_write as after_write  # (these three: for cr.Function.mark_dirty)
 from ._methods import check_in_place as check_in_place
 from ._methods import fresh as fresh
@@ -125,6 +131,7 @@ from .reduction import (
     max,
     mean,
     min,
+    pad,
     prod,
     sort,
     std,
@@ -133,6 +140,7 @@ from .reduction import (
     var,
 )
 from .shape import (
+    _normalize_index,
     array_split,
     atleast_1d,
     atleast_2d,
@@ -148,7 +156,6 @@ from .shape import (
     imag,
     index_put,
     moveaxis,
-    pad,
     permute_dims,
     ravel,
     real,
@@ -198,7 +205,7 @@ _UFUNCS = {np.conjugate: conj, np.add: add, np.subtract: subtract, np.multiply: 
            np.less: less, np.less_equal: less_equal, np.greater: greater,
            np.greater_equal: greater_equal, np.equal: equal, np.not_equal: not_equal,
            np.logical_and: logical_and, np.logical_or: logical_or, np.logical_not: logical_not,
-           np.isnan: isnan, np.isfinite: isfinite, np.isinf: isinf}
+           np.isnan: isnan, np.isfinite: isfinite, np.isinf: isinf, np.vecdot: linalg_more.vecdot}
 
 _FUNCTIONS = {np.sum: sum, np.mean: mean, np.prod: prod, np.max: amax, np.amax: amax, np.min: amin,
               np.amin: amin, np.var: var, np.std: std, np.cumsum: cumsum, np.cumprod: cumprod,
@@ -221,6 +228,9 @@ _FUNCTIONS.update({getattr(np.linalg, name): getattr(linalg, name)
 
 
 _FUNCTIONS.update({getattr(np.fft, name): getattr(fft, name) for name in fft.NAMES})
+# the ufuncs whose reduce/accumulate/reduceat methods have chainrule versions
+_REDUCERS = {np.add: (sum, cumsum), np.multiply: (prod, cumprod), np.maximum: (amax, None),
+             np.minimum: (amin, None)}
 
 
 # the rest of NumPy's namespace (and scipy.special's ufuncs): each module lists its functions
@@ -233,51 +243,189 @@ _UFUNCS.update(special.NUMPY)
 MORE_NAMES = tuple(name for module in _MORE for name in module.NAMES)
 
 
-def dispatch_ufunc(ufunc: Any, method: str, inputs: tuple, kwargs: dict) -> Any:
-    """``np.exp(tensor)`` and friends: run the chainrule op so the result stays differentiable."""
-    fn = _UFUNCS.get(ufunc)
-    if fn is None or method != "__call__" or kwargs.get("out") is not None:
-        return _fallback(f"numpy.{ufunc.__name__}" + ("" if method == "__call__" else f".{method}"),
-                         lambda *xs: getattr(ufunc, method)(*xs, **kwargs), inputs)
-    kwargs = {k: v for k, v in kwargs.items() if v is not None}
-    if kwargs:
-        raise TypeError(f"numpy.{ufunc.__name__} on a Tensor: keyword arguments {sorted(kwargs)} are "
-                        f"not supported; call cr.{fn.__name__} and cast with .astype() instead")
-    return fn(*inputs)
+# ----- which NumPy functions are math: one table, consulted by _fallback and by chainrule.coverage -----
+# (b) not differentiable by nature: integer, boolean or index results, and results that do not depend
+# on the input's values; (c) not array math: creation from sizes, I/O, printing, dtype and memory
+# queries, configuration. Everything else in NumPy's namespace is (a), differentiable math. On
+# Tensors, a (b) or (c) function without a chainrule version runs NumPy on the data and returns
+# NumPy's (plain) result; an (a) function without one refuses an input that requires grad.
+NOT_DIFFERENTIABLE = frozenset("""
+    all any allclose array_equal array_equiv argmax argmin argpartition argsort argwhere bitwise_and
+    bitwise_count bitwise_invert bitwise_left_shift bitwise_not bitwise_or bitwise_right_shift bitwise_xor
+    invert left_shift right_shift count_nonzero diag_indices diag_indices_from tril_indices
+    tril_indices_from triu_indices triu_indices_from mask_indices digitize equal not_equal greater
+    greater_equal less less_equal flatnonzero nonzero gcd lcm histogram histogram2d histogramdd
+    histogram_bin_edges isclose iscomplex isreal isfinite isinf isnan isneginf isposinf isin lexsort
+    logical_and logical_not logical_or logical_xor nanargmax nanargmin packbits unpackbits
+    ravel_multi_index unravel_index searchsorted signbit ix_ empty_like zeros_like ones_like full_like
+""".split())
+NOT_MATH = frozenset("""
+    array asarray asanyarray ascontiguousarray asfortranarray asarray_chkfinite asmatrix bmat require
+    empty zeros ones full identity eye tri indices arange fromfunction frombuffer fromfile fromiter
+    fromregex fromstring from_dlpack genfromtxt loadtxt load save savetxt savez savez_compressed
+    array2string array_repr array_str base_repr binary_repr format_float_positional
+    format_float_scientific get_include get_printoptions set_printoptions printoptions getbufsize
+    setbufsize geterr seterr geterrcall seterrcall info show_config show_runtime test typename
+    mintypecode min_scalar_type common_type result_type can_cast promote_types isdtype issubdtype
+    iscomplexobj isrealobj isscalar isfortran iterable ndim shape size may_share_memory shares_memory
+    datetime_as_string datetime_data busday_count busday_offset is_busday isnat nested_iters frompyfunc
+    broadcast_shapes einsum_path hamming hanning bartlett blackman kaiser
+""".split())
+
+
+def numpy_class(func: Any) -> str:
+    """'a' (differentiable math), 'b' (not differentiable by nature) or 'c' (not array math) for a
+    function or ufunc of NumPy's main namespace (or its name); anything else is 'a'."""
+    name = func if isinstance(func, str) else getattr(func, "__name__", "")
+    if not isinstance(func, str) and getattr(np, name, None) is not func:
+        return "a"                                  # np.linalg, np.fft, scipy.special: math
+    return "b" if name in NOT_DIFFERENTIABLE else "c" if name in NOT_MATH else "a"
+
+
+def _requires_grad(value: Any) -> bool:
+    if isinstance(value, Tensor):
+        return value.requires_grad
+    if isinstance(value, (list, tuple)):
+        return builtins.any(_requires_grad(v) for v in value)
+    if isinstance(value, dict):
+        return builtins.any(_requires_grad(v) for v in value.values())
+    return False
+
+
+def _data(value: Any) -> Any:
+    """Tensors (also inside lists, tuples and dicts) replaced by their ndarrays."""
+    if isinstance(value, Tensor):
+        return value.data
+    if isinstance(value, (list, tuple)):
+        return type(value)(_data(v) for v in value)
+    if isinstance(value, dict):
+        return {k: _data(v) for k, v in value.items()}
+    return value
+
+
+def _fallback(name: str, cls: str, call: Any, args: tuple, kwargs: dict | None = None) -> Any:
+    """No chainrule version: NumPy on the data. For math (class 'a') only when no input requires
+    grad (the result would carry no gradient); for (b) and (c) always, as their results have none."""
+    kwargs = kwargs or {}
+    if cls == "a" and STATE.grad_enabled and (_requires_grad(args) or _requires_grad(kwargs)):
+        raise UnsupportedArgument(f"{name} has no differentiable chainrule version and an input requires grad; "
+                                  f"use the cr.* op, or call it on .detach().numpy() if you do not need its "
+                                  f"gradient")
+    return call(*_data(args), **_data(kwargs))
+
+
+# ----- np.<function>(tensor): NumPy's arguments bound by name onto the chainrule function -----
+_KINDS = inspect.Parameter
+_ALIASES = {"min": "a_min", "max": "a_max", "correction": "ddof"}    # NumPy's newer names of old keywords
+_PLANS: dict = {}
+
+
+def _plan(func: Any, fn: Any) -> Any:
+    """How NumPy's parameters of ``func`` reach ``fn``'s: ``(numpy signature, {numpy name: chainrule
+    name or None}, chainrule signature)``; the name when equal, else NumPy's alias, else the
+    parameter at the same position (NumPy's ``a`` is chainrule's ``x``). None: pass arguments through."""
+    try:
+        nsig, fsig = inspect.signature(func), inspect.signature(fn)
+    except (TypeError, ValueError):
+        return None
+    nps, fps = list(nsig.parameters.values()), list(fsig.parameters.values())
+    names = set(nsig.parameters)
+    target: dict = {}
+    for i, p in enumerate(nps):
+        if p.name in fsig.parameters:
+            target[p.name] = p.name
+        elif _ALIASES.get(p.name) in fsig.parameters:
+            target[p.name] = _ALIASES[p.name]
+        elif (i < len(fps) and fps[i].kind in (_KINDS.POSITIONAL_ONLY, _KINDS.POSITIONAL_OR_KEYWORD)
+              and fps[i].name not in names and p.kind is not _KINDS.VAR_KEYWORD):
+            target[p.name] = fps[i].name
+        else:
+            target[p.name] = None
+    return nsig, target, fsig
+
+
+def _is_default(value: Any, default: Any) -> bool:
+    if value is default or value is np._NoValue:
+        return True
+    simple = (bool, int, float, str, type(None))
+    return type(value) in simple and type(default) in simple and type(value) is type(default) and value == default
+
+
+def _short(value: Any) -> str:
+    shape = getattr(value, "shape", None)
+    return f"<{type(value).__name__} of shape {tuple(shape)}>" if shape is not None and len(shape) else repr(value)
+
+
+def _refuse(func: Any, fn: Any, name: str, value: Any) -> None:
+    where = f"{_numpy_name(func)} on a Tensor"
+    if name == "out":
+        raise UnsupportedArgument(f"{where}: out= is not supported (chainrule ops return new tensors); "
+                                  f"assign the result instead")
+    raise UnsupportedArgument(f"{where}: the argument {name}={_short(value)} is not supported by chainrule's "
+                              f"{getattr(fn, '__name__', fn)}; leave it at NumPy's default or call it on "
+                              f".detach().numpy()")
 
 
 def dispatch_function(func: Any, args: tuple, kwargs: dict) -> Any:
-    """``np.sum(tensor)``, ``np.concatenate([...])``, ...: the chainrule op of the same name."""
+    """``np.sum(tensor)``, ``np.concatenate([...])``, ...: the chainrule op of the same name, with
+    NumPy's arguments (positional or by name); one chainrule does not take is accepted at NumPy's
+    default and refused, by name, otherwise."""
     fn = _FUNCTIONS.get(func)
     if fn is None:
-        return _fallback(_numpy_name(func), lambda *xs: func(*xs, **kwargs), args)
-    names = _NUMPY_ORDER.get(func)
-    if names is not None:
-        args, kwargs = _numpy_keywords(func, fn, names, args, kwargs)
-    return fn(*args, **kwargs)
+        return _fallback(_numpy_name(func), numpy_class(func), func, args, kwargs)
+    plan = _PLANS.get(func)
+    if plan is None:
+        plan = _PLANS[func] = _plan(func, fn) or ()
+    if not plan:
+        return fn(*args, **kwargs)
+    nsig, target, fsig = plan
+    fparams = fsig.parameters
+    if builtins.any(p.kind is _KINDS.VAR_POSITIONAL for p in (*nsig.parameters.values(), *fparams.values())):
+        return _call_variadic(func, fn, nsig, fsig, args, kwargs)
+    bound = nsig.bind(*args, **kwargs)
+    call: dict = {}
+    dtype = None
+    for name, value in bound.arguments.items():
+        param = nsig.parameters[name]
+        if param.kind is _KINDS.VAR_KEYWORD:
+            for k, v in value.items():
+                if k in fparams or builtins.any(p.kind is _KINDS.VAR_KEYWORD for p in fparams.values()):
+                    call[k] = v
+                elif v is not None and v is not np._NoValue:
+                    _refuse(func, fn, k, v)
+            continue
+        if value is np._NoValue:
+            continue
+        if target[name] is not None:
+            call[target[name]] = value
+        elif name == "dtype" and value is not None:
+            dtype = value                             # cast the input: NumPy computes in that dtype
+        elif not _is_default(value, param.default):
+            _refuse(func, fn, name, value)
+    first = next(iter(fparams))
+    if dtype is not None and first in call:
+        call[first] = astype(call[first], dtype)
+    positional = [call.pop(n) for n, p in fparams.items() if p.kind is _KINDS.POSITIONAL_ONLY and n in call]
+    return fn(*positional, **call)
 
 
-# NumPy's positional order for reductions whose chainrule signature is (x, axis, keepdims, ...)
-_REDUCE_ORDER = ("axis", "dtype", "out", "keepdims")
-_NUMPY_ORDER = {np.sum: _REDUCE_ORDER, np.mean: _REDUCE_ORDER, np.prod: _REDUCE_ORDER,
-                np.var: ("axis", "dtype", "out", "ddof", "keepdims"),
-                np.std: ("axis", "dtype", "out", "ddof", "keepdims"),
-                np.max: ("axis", "out", "keepdims"), np.amax: ("axis", "out", "keepdims"),
-                np.min: ("axis", "out", "keepdims"), np.amin: ("axis", "out", "keepdims"),
-                np.cumsum: ("axis", "dtype", "out"), np.cumprod: ("axis", "dtype", "out")}
-
-
-def _numpy_keywords(func: Any, fn: Any, names: tuple, args: tuple, kwargs: dict) -> tuple:
-    """Bind NumPy's positional arguments by name; refuse ``out=``; apply ``dtype`` by a cast."""
-    kwargs = {**dict(zip(names, args[1:])), **kwargs}
-    if kwargs.pop("out", None) is not None:
-        raise TypeError(f"numpy.{func.__name__} on a Tensor: out= is not supported (chainrule ops "
-                        f"return new tensors); assign the result instead")
-    x = args[0]
-    dtype = kwargs.pop("dtype", None) if fn not in (sum, mean) else kwargs.get("dtype")
-    if dtype is not None and fn not in (sum, mean):
-        x = astype(x, dtype)
-    return (x,), kwargs
+def _call_variadic(func: Any, fn: Any, nsig: Any, fsig: Any, args: tuple, kwargs: dict) -> Any:
+    """NumPy functions of ``*arrays`` (einsum, atleast_1d, ...): positional arguments pass through;
+    keywords by name as in dispatch_function. One array each for a chainrule function of one."""
+    call = {}
+    takes_any = builtins.any(p.kind is _KINDS.VAR_KEYWORD for p in fsig.parameters.values())
+    for k, v in kwargs.items():
+        if v is np._NoValue:
+            continue
+        if k in fsig.parameters or takes_any:
+            call[k] = v
+        elif not (k in nsig.parameters and _is_default(v, nsig.parameters[k].default)):
+            _refuse(func, fn, k, v)
+    if builtins.any(p.kind is _KINDS.VAR_POSITIONAL for p in fsig.parameters.values()) or len(args) == 1:
+        return fn(*args, **call)
+    if not builtins.any(p.kind is _KINDS.VAR_POSITIONAL for p in nsig.parameters.values()):
+        return fn(*args, **call)
+    return tuple(fn(a, **call) for a in args)
 
 
 def _numpy_name(func: Any) -> str:
@@ -286,19 +434,164 @@ def _numpy_name(func: Any) -> str:
     return f"{module if module.startswith('numpy') else 'numpy'}.{func.__name__}"
 
 
-def _fallback(name: str, call: Any, args: tuple) -> Any:
-    """No differentiable version: allowed only when no input requires grad (returns an ndarray)."""
-    def unwrap(a: Any) -> Any:
-        if isinstance(a, (list, tuple)):
-            return type(a)(unwrap(v) for v in a)
-        if isinstance(a, Tensor):
-            if a.requires_grad:
-                raise TypeError(f"{name} has no differentiable chainrule version and an input requires "
-                                f"grad; use the cr.* op, or call it on .detach().numpy() if you do not "
-                                f"need its gradient")
-            return a.data
-        return a
-    return call(*unwrap(args))
+# ----- np.<ufunc>(tensor) and the ufunc methods -----
+_UFUNC_DEFAULTS = {"where": True, "casting": None, "order": None, "subok": None, "signature": None,
+                   "axes": None, "axis": None, "keepdims": None}
+
+
+def dispatch_ufunc(ufunc: Any, method: str, inputs: tuple, kwargs: dict) -> Any:
+    """``np.exp(tensor)`` and friends: run the chainrule op so the result stays differentiable; the
+    methods ``at``, ``reduce``, ``accumulate``, ``reduceat`` and ``outer`` of the differentiable ones too."""
+    fn = _UFUNCS.get(ufunc)
+    name = f"numpy.{ufunc.__name__}" + ("" if method == "__call__" else f".{method}")
+    if fn is None or numpy_class(ufunc) != "a" and method != "__call__":
+        return _fallback(name, numpy_class(ufunc), getattr(ufunc, method), inputs, kwargs)
+    if method == "__call__":
+        return fn(*_ufunc_inputs(name, ufunc, inputs, kwargs))
+    handler = _METHODS.get(method)
+    if handler is None or (method != "outer" and method != "at" and ufunc not in _REDUCERS):
+        what = "reduce/accumulate/reduceat" if method != "at" else method
+        return _fallback(name, "a", getattr(ufunc, method), inputs, kwargs) if not _requires_grad(inputs) \
+            else _no_method(name, ufunc, what)
+    return handler(name, ufunc, fn, inputs, dict(kwargs))
+
+
+def _no_method(name: str, ufunc: Any, what: str) -> Any:
+    raise UnsupportedArgument(f"{name} on a Tensor that requires grad has no chainrule version: chainrule "
+                              f"differentiates {what} of {', '.join(sorted(u.__name__ for u in _REDUCERS))} "
+                              f"(at of every differentiable ufunc, outer of the binary ones); call the ufunc "
+                              f"itself with cr ops")
+
+
+def _ufunc_inputs(name: str, ufunc: Any, inputs: tuple, kwargs: dict) -> tuple:
+    """NumPy's ufunc keywords: ``dtype`` casts the inputs; the rest are accepted at their defaults
+    (``casting``, ``order`` and ``subok`` at any value: they change nothing a Tensor keeps)."""
+    for k, v in kwargs.items():
+        if k == "dtype" or k in ("casting", "order", "subok"):
+            continue
+        if k == "out" and (v is None or (isinstance(v, tuple) and builtins.all(o is None for o in v))):
+            continue
+        if k not in _UFUNC_DEFAULTS or not (v is None or v is np._NoValue or v is _UFUNC_DEFAULTS[k]):
+            if k == "out":
+                raise UnsupportedArgument(f"{name} on a Tensor: out= is not supported (chainrule ops return new "
+                                          f"tensors); assign the result instead")
+            raise UnsupportedArgument(f"{name} on a Tensor: the keyword {k}={_short(v)} is not supported; call "
+                                      f"cr.{ufunc.__name__} and select or cast the result instead")
+    dtype = kwargs.get("dtype")
+    if dtype is None:
+        return inputs
+    return tuple(astype(x, dtype) if isinstance(x, Tensor) or isinstance(x, np.ndarray) else x for x in inputs)
+
+
+def _method_keywords(name: str, kwargs: dict, allowed: tuple) -> dict:
+    out = kwargs.pop("out", None)
+    if out is not None and not (isinstance(out, tuple) and builtins.all(o is None for o in out)):
+        raise UnsupportedArgument(f"{name} on a Tensor: out= is not supported (chainrule ops return new "
+                                  f"tensors); assign the result instead")
+    kwargs = {k: v for k, v in kwargs.items() if v is not np._NoValue}
+    if kwargs.get("where") is True:
+        del kwargs["where"]
+    for k in kwargs:
+        if k not in allowed:
+            raise UnsupportedArgument(f"{name} on a Tensor: the keyword {k}= is not supported")
+    return kwargs
+
+
+def _reduce_method(name: str, ufunc: Any, fn: Any, inputs: tuple, kwargs: dict) -> Any:
+    """``np.add.reduce(t, axis=0)``: sum, prod, amax or amin (NumPy's default axis is 0)."""
+    kw = _method_keywords(name, kwargs, ("axis", "dtype", "keepdims", "initial", "where"))
+    (x,) = inputs
+    dtype = kw.pop("dtype", None)
+    if dtype is not None:
+        x = astype(x, dtype)
+    kw.setdefault("axis", 0)
+    if kw["axis"] is not None and np.ndim(raw(x)) == 0:
+        kw["axis"] = None
+    return _REDUCERS[ufunc][0](x, **kw)
+
+
+def _accumulate_method(name: str, ufunc: Any, fn: Any, inputs: tuple, kwargs: dict) -> Any:
+    """``np.add.accumulate(t, axis=0)``: cumsum; ``np.multiply.accumulate``: cumprod."""
+    kw = _method_keywords(name, kwargs, ("axis", "dtype"))
+    accumulate = _REDUCERS[ufunc][1]
+    if accumulate is None:
+        return _no_method(name, ufunc, "accumulate")
+    (x,) = inputs
+    if kw.get("dtype") is not None:
+        x = astype(x, kw["dtype"])
+    axis = kw.get("axis", 0)
+    return accumulate(x, 0 if axis is None else axis)
+
+
+def _reduceat_method(name: str, ufunc: Any, fn: Any, inputs: tuple, kwargs: dict) -> Any:
+    """``np.add.reduceat(t, indices, axis=0)``: the reduction of each slice ``indices[i]:indices[i+1]``
+    (the single entry ``indices[i]`` where that slice is empty), concatenated (composite)."""
+    kw = _method_keywords(name, kwargs, ("axis", "dtype"))
+    x, indices = inputs
+    if kw.get("dtype") is not None:
+        x = astype(x, kw["dtype"])
+    shape = np.shape(raw(x))
+    axis = kw.get("axis", 0) % len(shape)
+    n = shape[axis]
+    idx = [int(i) for i in np.asarray(raw(indices)).ravel()]
+    for i in idx:
+        if not 0 <= i < n:
+            raise IndexError(f"{name}: index {i} out-of-bounds in reduceat of an axis of size {n}")
+    reducer = _REDUCERS[ufunc][0]
+    pieces = []
+    for k, i in enumerate(idx):
+        j = idx[k + 1] if k + 1 < len(idx) else n
+        part = getitem(x, (slice(None),) * axis + (slice(i, j if j > i else i + 1),))
+        pieces.append(reducer(part, axis=axis, keepdims=True) if j > i else part)
+    return concatenate(pieces, axis=axis)
+
+
+def _outer_method(name: str, ufunc: Any, fn: Any, inputs: tuple, kwargs: dict) -> Any:
+    """``np.multiply.outer(a, b)``: ``fn(a[..., None, ...], b)`` by broadcasting."""
+    if ufunc.nin != 2:
+        raise ValueError(f"{name}: outer product only supported for binary functions")
+    a, b = _ufunc_inputs(name, ufunc, inputs, kwargs)
+    extra = np.ndim(raw(b))
+    return fn(reshape(a, np.shape(raw(a)) + (1,) * extra) if extra else a, b)
+
+
+def _at_method(name: str, ufunc: Any, fn: Any, inputs: tuple, kwargs: dict) -> None:
+    """``np.add.at(t, indices, v)``: in place on ``t``, unbuffered (repeated indices accumulate), and
+    differentiable as an index-add (``t.__setitem__``'s machinery: t takes the new value's history;
+    a leaf that requires grad is refused as by any in-place op). Other ufuncs need distinct indices."""
+    _method_keywords(name, kwargs, ())
+    a, indices, *rest = inputs
+    if not isinstance(a, Tensor):                   # an ndarray target cannot record a gradient
+        if STATE.grad_enabled and _requires_grad(rest):
+            raise UnsupportedArgument(f"{name}: the target is a NumPy array, which cannot hold the gradient "
+                                      f"of a value that requires grad; make the target a Tensor")
+        return ufunc.at(a, _data(indices), *_data(rest))
+    index = _data(indices)
+    value = rest[0] if rest else None
+    operand = _operand(a, name, value)
+    dtype = a.dtype
+    if ufunc in (np.add, np.subtract):
+        picked = np.empty(a.shape, dtype=bool)[_normalize_index(index, a.shape)].shape
+        v = value if ufunc is np.add else negative(value)
+        v = astype(broadcast_to(v, picked), dtype) if isinstance(v, Tensor) else np.broadcast_to(
+            np.asarray(v, dtype=dtype), picked)
+        new = add(operand, scatter_add(v, index, a.shape))
+    else:
+        hits = np.zeros(a.shape, dtype=np.intp)
+        np.add.at(hits, _normalize_index(index, a.shape), 1)
+        if (hits > 1).any():
+            raise UnsupportedArgument(f"{name} on a Tensor: repeated indices are supported for add.at and "
+                                      f"subtract.at only (for {ufunc.__name__} the result depends on the order)")
+        picked = copy(getitem(operand, index))
+        new = index_put(operand, index, astype(fn(picked, *rest), dtype))
+    rebase(a._assign(new, name), new)
+    if a._family is not None:
+        after_write(a)
+    return None
+
+
+_METHODS = {"reduce": _reduce_method, "accumulate": _accumulate_method, "reduceat": _reduceat_method,
+            "outer": _outer_method, "at": _at_method}
 
 
 _methods.attach(dispatch_ufunc, dispatch_function)

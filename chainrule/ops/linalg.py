@@ -339,13 +339,59 @@ def _explicit_spec(spec: str, shapes: list) -> str:
     return ",".join(ins) + "->" + out
 
 
-def einsum(spec: str, *operands: Any) -> Any:
-    """Einstein summation (``numpy.einsum``); every operand gets a gradient.
+_SUBLIST_LETTERS = string.ascii_uppercase + string.ascii_lowercase    # NumPy's: 0 -> 'A', 26 -> 'a'
+
+
+def _sublist_spec(args: tuple) -> tuple:
+    """NumPy's sublist form ``einsum(a, [0, 1], b, [1, 2], [0, 2])`` as a spec string and operands."""
+    def labels(sub: Any) -> str:
+        out = ""
+        for k in sub:
+            if k is Ellipsis:
+                out += "..."
+            elif isinstance(k, (int, np.integer)) and 0 <= k < 52:
+                out += _SUBLIST_LETTERS[int(k)]
+            else:
+                raise ValueError(f"einsum: subscripts in the sublist form must be integers in [0, 52) or "
+                                 f"Ellipsis, got {k!r}")
+        return out
+    operands, subs = list(args[0::2]), list(args[1::2])
+    out = labels(operands.pop()) if len(args) % 2 else None     # an odd count ends with the output sublist
+    if len(subs) != len(operands):
+        raise ValueError("einsum: the sublist form needs one subscript list per operand")
+    spec = ",".join(labels(sub) for sub in subs) + ("" if out is None else "->" + out)
+    return spec, operands
+
+
+def einsum(*operands: Any, out: Any = None, optimize: Any = False, dtype: Any = None, order: str = "K",
+           casting: str = "safe") -> Any:
+    """Einstein summation (``numpy.einsum``: a spec string or the sublist form); every operand gets a
+    gradient. ``optimize`` and ``order`` are accepted (the contraction order is chainrule's choice);
+    ``dtype`` casts the operands (within ``casting``).
 
     >>> import chainrule as cr
     >>> cr.einsum("ij,j->i", cr.tensor([[1.0, 2.0]]), cr.tensor([3.0, 4.0]))
     tensor([11.])
+    >>> cr.einsum(cr.tensor([[1.0, 2.0]]), [0, 1], cr.tensor([3.0, 4.0]), [1], [0])
+    tensor([11.])
     """
+    if out is not None:
+        raise TypeError("einsum: out= is not supported (chainrule ops return new tensors); assign the result instead")
+    if not operands:
+        raise ValueError("einsum: no subscripts given")
+    if isinstance(operands[0], str):
+        spec, operands = operands[0], operands[1:]
+    else:
+        spec, operands = _sublist_spec(operands)
+    if dtype is not None:
+        target = np.dtype(dtype)
+        cast = []
+        for x in operands:
+            d = np.asarray(raw(x)).dtype
+            if not np.can_cast(d, target, casting):
+                raise TypeError(f"einsum: cannot cast an operand of dtype {d} to {target} under casting={casting!r}")
+            cast.append(x if d == target else astype(x, target))
+        operands = tuple(cast)
     spec = _explicit_spec(spec, [np.shape(raw(x)) for x in operands])
     return apply(EINSUM, tuple(operands), {"spec": spec})
 

@@ -1434,7 +1434,72 @@ def shares_memory(a: Any, b: Any, /, max_work: Any = -1) -> bool:
     return np.shares_memory(_raw(a), _raw(b), max_work=max_work)
 
 
+def _set_values(arrays: tuple, positions: Any) -> Any:
+    """The values of a set operation, gathered from the flattened inputs at ``positions`` (indices
+    into their concatenation): the gradient goes to the occurrence each value was taken from."""
+    flat = [ravel(a) for a in arrays]
+    return _gather(concatenate(flat) if len(flat) > 1 else flat[0], np.asarray(positions, dtype=np.intp))
+
+
+def _first_positions(values: Any, pool: Any) -> Any:
+    """Position in ``pool`` of the first occurrence of each of ``values`` (all present in pool)."""
+    order = np.argsort(pool, kind="stable")
+    return order[np.searchsorted(pool[order], values)]
+
+
+def intersect1d(ar1: Any, ar2: Any, assume_unique: bool = False, return_indices: bool = False) -> Any:
+    """Sorted common values, as ``numpy.intersect1d``; differentiable: each value is gathered from
+    ``ar1`` (its first occurrence), so ``ar2`` gets no gradient (the values are ar1's).
+
+    >>> import chainrule as cr, numpy as np
+    >>> cr.intersect1d(np.array([3.0, 1.0, 2.0]), np.array([2.0, 3.0]))
+    array([2., 3.])
+    """
+    a, b = np.asarray(_raw(ar1)), np.asarray(_raw(ar2))
+    vals, i1, i2 = np.intersect1d(a, b, assume_unique=assume_unique, return_indices=True)
+    out = _set_values((ar1,), i1)
+    return (out, i1, i2) if return_indices else out
+
+
+def setdiff1d(ar1: Any, ar2: Any, assume_unique: bool = False) -> Any:
+    """Values of ``ar1`` not in ``ar2``, as ``numpy.setdiff1d``; gathered from ``ar1``.
+
+    >>> import chainrule as cr, numpy as np
+    >>> cr.setdiff1d(np.array([3.0, 1.0, 2.0]), np.array([2.0]))
+    array([1., 3.])
+    """
+    a = np.asarray(_raw(ar1)).ravel()
+    vals = np.setdiff1d(a, np.asarray(_raw(ar2)), assume_unique=assume_unique)
+    return _set_values((ar1,), _first_positions(vals, a))
+
+
+def union1d(ar1: Any, ar2: Any) -> Any:
+    """Sorted values in either input, as ``numpy.union1d``; each gathered from its first occurrence
+    in ``ar1`` then ``ar2``.
+
+    >>> import chainrule as cr, numpy as np
+    >>> cr.union1d(np.array([3.0, 1.0]), np.array([2.0, 1.0]))
+    array([1., 2., 3.])
+    """
+    pool = np.concatenate([np.asarray(_raw(ar1)).ravel(), np.asarray(_raw(ar2)).ravel()])
+    vals = np.union1d(np.asarray(_raw(ar1)), np.asarray(_raw(ar2)))
+    return _set_values((ar1, ar2), _first_positions(vals, pool))
+
+
+def setxor1d(ar1: Any, ar2: Any, assume_unique: bool = False) -> Any:
+    """Sorted values in exactly one input, as ``numpy.setxor1d``; each gathered from where it occurs.
+
+    >>> import chainrule as cr, numpy as np
+    >>> cr.setxor1d(np.array([3.0, 1.0]), np.array([2.0, 1.0]))
+    array([2., 3.])
+    """
+    pool = np.concatenate([np.asarray(_raw(ar1)).ravel(), np.asarray(_raw(ar2)).ravel()])
+    vals = np.setxor1d(np.asarray(_raw(ar1)), np.asarray(_raw(ar2)), assume_unique=assume_unique)
+    return _set_values((ar1, ar2), _first_positions(vals, pool))
+
+
 NAMES: tuple = (
+    "intersect1d", "setdiff1d", "union1d", "setxor1d",
     "append", "insert", "delete", "atleast_3d", "column_stack", "row_stack", "dstack", "hsplit", "vsplit",
     "dsplit", "unstack", "block", "broadcast_arrays", "meshgrid", "choose", "select", "compress", "extract",
     "piecewise", "apply_along_axis", "apply_over_axes", "diag", "diagflat", "diff", "ediff1d", "gradient",

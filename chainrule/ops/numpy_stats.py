@@ -36,7 +36,7 @@ from typing import Any
 
 from .._backend import np
 from .._dtypes import LOW_PRECISION, get_default_dtype
-from ..errors import ChainruleError, ShapeError
+from ..errors import ShapeError, UnsupportedArgument
 from ..tensor import Tensor, wrap
 from ._registry import apply, defprim, raw
 from ._shapes import normalize_axis
@@ -71,10 +71,6 @@ from .shape import (
     take_along_axis,
     transpose,
 )
-
-
-class UnsupportedArgument(ChainruleError, TypeError):
-    """An argument NumPy accepts that chainrule does not (``out=``)."""
 
 
 def _no_out(name: str, out: Any) -> None:

@@ -15,19 +15,35 @@ from .._backend import ndarray, np
 from .._dtypes import LOW_PRECISION, accum_dtype, accumulate
 from ._registry import apply, defprim, raw
 from ._shapes import normalize_axis, reduced_shape
-from .elementwise import _abs2, _zero_at_zero, astype, equal, exp, ones_like, sqrt, where, zeros_like
+from .elementwise import (
+    _abs2,
+    _zero_at_zero,
+    astype,
+    equal,
+    exp,
+    maximum,
+    minimum,
+    ones_like,
+    sqrt,
+    where,
+    zeros_like,
+)
+from .elementwise import round as _round
 from .shape import (
     broadcast_to,
     concatenate,
     diagonal,
     flip,
+    getitem,
     moveaxis,
+    pad_widths,
     ravel,
     reshape,
     stack,
     take_along_axis,
     transpose,
 )
+from .shape import pad as _pad_linear
 
 
 def _sum_forward(x: Any, axis: Any, keepdims: bool, shape: Any) -> Any:
@@ -196,8 +212,25 @@ def _reduce(x: Any, prim: Any, axis: Any, keepdims: bool) -> Any:
     return apply(prim, (x,), {"axis": axis, "keepdims": bool(keepdims), "shape": shape})
 
 
-def sum(x: Any, axis: Any = None, keepdims: bool = False, dtype: Any = None) -> Any:
-    """Sum over ``axis`` (int, tuple or None), as ``numpy.sum``.
+def _mask(where_: Any, x: Any) -> Any:
+    """NumPy's ``where=`` of a reduction as a boolean array of ``x``'s shape, or None for "all"."""
+    if where_ is None or where_ is True:
+        return None
+    return np.broadcast_to(np.asarray(raw(where_), dtype=bool), np.shape(raw(x)))
+
+
+def _dtype_of(x: Any) -> Any:
+    return np.dtype(getattr(x, "dtype", None) or np.asarray(raw(x)).dtype)
+
+
+def _initial(x: Any, initial: Any) -> Any:
+    return np.asarray(raw(initial)).astype(_dtype_of(x))      # NumPy casts it to the reduction's dtype
+
+
+def sum(x: Any, axis: Any = None, keepdims: bool = False, dtype: Any = None, initial: Any = None,
+        where: Any = None) -> Any:
+    """Sum over ``axis`` (int, tuple or None), as ``numpy.sum``; ``where`` masks entries out (they get
+    no gradient), ``initial`` is added.
 
     >>> import chainrule as cr
     >>> cr.sum(cr.tensor([[1.0, 2.0], [3.0, 4.0]]), axis=0)
@@ -205,22 +238,59 @@ def sum(x: Any, axis: Any = None, keepdims: bool = False, dtype: Any = None) -> 
     """
     if dtype is not None:
         x = astype(x, dtype)
-    return _reduce(x, SUM, axis, keepdims)
+    mask = _mask(where, x)
+    if mask is not None:
+        x = _where(mask, x, 0)
+    out = _reduce(x, SUM, axis, keepdims)
+    return out if initial is None else out + _initial(out, initial)
 
 
-def prod(x: Any, axis: Any = None, keepdims: bool = False) -> Any:
-    """Product over ``axis``; the gradient is exact even with zeros in the input."""
-    return _reduce(x, PROD, axis, keepdims)
+_where = where                       # (``where`` is also a keyword of the reductions)
 
 
-def amax(x: Any, axis: Any = None, keepdims: bool = False) -> Any:
-    """Maximum over ``axis``; ties share the gradient evenly."""
-    return _reduce(x, AMAX, axis, keepdims)
+def prod(x: Any, axis: Any = None, keepdims: bool = False, dtype: Any = None, initial: Any = None,
+         where: Any = None) -> Any:
+    """Product over ``axis``; the gradient is exact even with zeros in the input. ``where`` masks
+    entries out, ``initial`` multiplies, as ``numpy.prod``."""
+    if dtype is not None:
+        x = astype(x, dtype)
+    mask = _mask(where, x)
+    if mask is not None:
+        x = _where(mask, x, 1)
+    out = _reduce(x, PROD, axis, keepdims)
+    return out if initial is None else out * _initial(out, initial)
 
 
-def amin(x: Any, axis: Any = None, keepdims: bool = False) -> Any:
-    """Minimum over ``axis``; ties share the gradient evenly."""
-    return _reduce(x, AMIN, axis, keepdims)
+def _extreme(x: Any, prim: Any, axis: Any, keepdims: bool, initial: Any, where: Any) -> Any:
+    mask = _mask(where, x)
+    name = "maximum" if prim is AMAX else "minimum"
+    if initial is None:
+        if mask is not None:
+            raise ValueError(f"reduction operation '{name}' does not have an identity, so to use a where "
+                             f"mask one has to specify 'initial'")
+        return _reduce(x, prim, axis, keepdims)
+    first = _initial(x, initial)
+    if mask is not None:             # masked entries can never win: -inf (+inf) for floats, else initial
+        fill = (-np.inf if prim is AMAX else np.inf) if _dtype_of(x).kind in "fc" else first
+        x = _where(mask, x, fill)
+    if _count(x, axis, prim.name) == 0:                   # nothing to reduce: initial everywhere
+        return sum(x, axis, keepdims) * 0 + first
+    out = _reduce(x, prim, axis, keepdims)
+    return (maximum if prim is AMAX else minimum)(out, first)
+
+
+def amax(x: Any, axis: Any = None, keepdims: bool = False, initial: Any = None, where: Any = None) -> Any:
+    """Maximum over ``axis``; ties share the gradient evenly. ``initial`` and ``where`` as ``numpy.max``."""
+    if initial is None and where is None:
+        return _reduce(x, AMAX, axis, keepdims)
+    return _extreme(x, AMAX, axis, keepdims, initial, where)
+
+
+def amin(x: Any, axis: Any = None, keepdims: bool = False, initial: Any = None, where: Any = None) -> Any:
+    """Minimum over ``axis``; ties share the gradient evenly. ``initial`` and ``where`` as ``numpy.min``."""
+    if initial is None and where is None:
+        return _reduce(x, AMIN, axis, keepdims)
+    return _extreme(x, AMIN, axis, keepdims, initial, where)
 
 
 max = amax
@@ -273,52 +343,135 @@ def _count(x: Any, axis: Any, op: str) -> int:
 
 # The composites run whole in float32 for 16-bit x: a float16 sum rounded before the division
 # overflows (1,000 values of 100), and a variance would round at every step.
-def mean(x: Any, axis: Any = None, keepdims: bool = False, dtype: Any = None) -> Any:
-    """Arithmetic mean over ``axis`` (composite: sum / n)."""
+def mean(x: Any, axis: Any = None, keepdims: bool = False, dtype: Any = None, where: Any = None) -> Any:
+    """Arithmetic mean over ``axis`` (composite: sum / n); ``where`` averages the selected entries."""
     if dtype is not None:
         x = astype(x, dtype)
     if getattr(x, "dtype", None) in LOW_PRECISION:
-        return accumulate(mean, x, axis, keepdims)
+        return accumulate(mean, x, axis, keepdims, None, where)
+    mask = _mask(where, x)
+    if mask is not None:
+        total = sum(x, axis, keepdims, where=mask)
+        count = np.sum(mask, axis=normalize_axis(axis, mask.ndim, "mean"), keepdims=keepdims)
+        kind = _dtype_of(total).kind
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return total / count.astype(_dtype_of(total) if kind in "fc" else np.float64)
     n = _count(x, axis, "mean")
     return sum(x, axis, keepdims) / n                         # NaN for no elements, as NumPy
 
 
-def var(x: Any, axis: Any = None, keepdims: bool = False, ddof: int = 0) -> Any:
-    """Variance over ``axis`` with ``ddof`` (NumPy's default 0; PyTorch's unbiased is ddof=1)."""
-    return _var(x, axis, keepdims, ddof, "var")
+def var(x: Any, axis: Any = None, keepdims: bool = False, ddof: int = 0, where: Any = None) -> Any:
+    """Variance over ``axis`` with ``ddof`` (NumPy's default 0; PyTorch's unbiased is ddof=1);
+    ``where`` uses only the selected entries."""
+    return _var(x, axis, keepdims, ddof, "var", where)
 
 
-def std(x: Any, axis: Any = None, keepdims: bool = False, ddof: int = 0) -> Any:
+def std(x: Any, axis: Any = None, keepdims: bool = False, ddof: int = 0, where: Any = None) -> Any:
     """Standard deviation (composite: sqrt of var); the gradient of a constant's std is 0, as PyTorch."""
     if getattr(x, "dtype", None) in LOW_PRECISION:
-        return accumulate(std, x, axis, keepdims, ddof)
-    return _zero_at_zero(sqrt, _var(x, axis, keepdims, ddof, "std"))
+        return accumulate(std, x, axis, keepdims, ddof, where)
+    return _zero_at_zero(sqrt, _var(x, axis, keepdims, ddof, "std", where))
 
 
-def _var(x: Any, axis: Any, keepdims: bool, ddof: int, op: str) -> Any:
+def _var(x: Any, axis: Any, keepdims: bool, ddof: int, op: str, where: Any = None) -> Any:
     if getattr(x, "dtype", None) in LOW_PRECISION:
-        return accumulate(_var, x, axis, keepdims, ddof, op)
+        return accumulate(_var, x, axis, keepdims, ddof, op, where)
+    mask = _mask(where, x)
+    if mask is not None:
+        n = np.sum(mask, axis=normalize_axis(axis, mask.ndim, op), keepdims=keepdims)
+        centered = x - mean(x, axis, keepdims=True, where=mask)
+        total = sum(_abs2(centered), axis, keepdims, where=mask)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return total / np.maximum(n - ddof, 0).astype(_dtype_of(total))
     n = _count(x, axis, op)
     centered = x - mean(x, axis, keepdims=True)
     return sum(_abs2(centered), axis, keepdims) / builtins.max(n - ddof, 0)     # real for complex x
 
 
-def average(x: Any, axis: Any = None, weights: Any = None) -> Any:
+def average(x: Any, axis: Any = None, weights: Any = None, returned: bool = False, keepdims: bool = False) -> Any:
     """Weighted mean, as ``numpy.average`` (1-D weights may run along ``axis``); composite.
+    ``returned=True`` also gives the sum of the weights (differentiable in them).
 
     >>> import chainrule as cr
     >>> cr.average(cr.tensor([[1.0, 2.0], [3.0, 4.0]]), axis=0, weights=cr.tensor([1.0, 3.0]))
     tensor([2.5, 3.5])
     """
-    if weights is None:
-        return mean(x, axis)
     if getattr(x, "dtype", None) in LOW_PRECISION:
-        return accumulate(average, x, axis, weights)
+        if returned:
+            avg, scale = average(astype(x, accum_dtype(x.dtype)), axis, weights, True, keepdims)
+            return astype(avg, x.dtype), astype(scale, x.dtype)
+        return accumulate(average, x, axis, weights, False, keepdims)
+    if weights is None:
+        avg = mean(x, axis, keepdims)
+        if not returned:
+            return avg
+        shape = np.shape(raw(avg))
+        scale = np.full(shape, np.size(raw(x)) / builtins.max(int(np.prod(shape)), 1), dtype=_dtype_of(avg))
+        return avg, scale
     ndim, wdim = np.ndim(raw(x)), np.ndim(raw(weights))
     if wdim == 1 and ndim > 1 and axis is not None and not isinstance(axis, tuple):
         a = normalize_axis(axis, ndim, "average")[0]      # 1-D weights along ``axis``, as NumPy
         weights = reshape(weights, tuple(-1 if i == a else 1 for i in range(ndim)))
-    return sum(x * weights, axis) / sum(weights * ones_like(x), axis)
+    total = sum(weights * ones_like(x), axis, keepdims)
+    avg = sum(x * weights, axis, keepdims) / total
+    if not returned:
+        return avg
+    return avg, broadcast_to(total, np.shape(raw(avg))) if np.shape(raw(total)) != np.shape(raw(avg)) else total
+
+
+def pad(x: Any, pad_width: Any, mode: str = "constant", constant_values: Any = None, end_values: Any = None,
+        reflect_type: Any = None, stat_length: Any = None) -> Any:
+    """``numpy.pad``: the linear modes of ``shape.pad`` and the statistic modes 'maximum', 'minimum',
+    'mean' and 'median' (the statistic of the first/last ``stat_length`` entries along each axis:
+    differentiable, as amax/amin/mean/sort are).
+
+    >>> import chainrule as cr
+    >>> cr.pad(cr.tensor([1.0, 5.0, 3.0]), (1, 2), mode="maximum", stat_length=2)
+    tensor([5., 1., 5., 3., 5., 5.])
+    """
+    if mode not in ("maximum", "minimum", "mean", "median"):
+        if stat_length is not None:
+            pad_widths(x, pad_width, mode, {"stat_length": stat_length})     # (refused, naming it)
+        return _pad_linear(x, pad_width, mode, constant_values, end_values, reflect_type)
+    widths = pad_widths(x, pad_width, mode, {"stat_length": stat_length, "constant_values": constant_values,
+                                             "end_values": end_values, "reflect_type": reflect_type})
+    ndim = len(widths)
+    lengths = None if stat_length is None else np.broadcast_to(np.asarray(stat_length, dtype=int), (ndim, 2))
+    dtype = _dtype_of(x)
+    for axis, (lo, hi) in enumerate(widths):
+        if lo == hi == 0:
+            continue
+        n = np.shape(raw(x))[axis]
+        if n == 0:
+            raise ValueError(f"pad: can't extend empty axis {axis} using modes other than 'constant' or 'empty'")
+        parts = []
+        for side, width in ((0, lo), (1, hi)):
+            if not width:
+                parts.append(None)
+                continue
+            k = n if lengths is None else builtins.min(builtins.max(int(lengths[axis][side]), 1), n)
+            chunk = getitem(x, (slice(None),) * axis + ((slice(0, k),) if side == 0 else (slice(n - k, n),)))
+            stat = _statistic(chunk, mode, axis)
+            if dtype.kind in "iub" and mode in ("mean", "median"):
+                stat = astype(_round(stat), dtype)             # NumPy rounds an integer array's mean
+            shape = list(np.shape(raw(x)))
+            shape[axis] = width
+            parts.append(broadcast_to(stat, tuple(shape)))
+        x = concatenate([p for p in (parts[0], x, parts[1]) if p is not None], axis=axis)
+    return x
+
+
+def _statistic(chunk: Any, mode: str, axis: int) -> Any:
+    if mode == "maximum":
+        return amax(chunk, axis, keepdims=True)
+    if mode == "minimum":
+        return amin(chunk, axis, keepdims=True)
+    if mode == "mean":
+        return mean(chunk, axis, keepdims=True)
+    ordered = sort(chunk, axis)                                  # median: the middle one or two
+    k = np.shape(raw(chunk))[axis]
+    middle = slice((k - 1) // 2, k // 2 + 1)
+    return mean(getitem(ordered, (slice(None),) * axis + (middle,)), axis, keepdims=True)
 
 
 # Integer results, no gradient (vjps=None): a Tensor in gives a Tensor that never requires grad.

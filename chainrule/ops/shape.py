@@ -10,12 +10,12 @@ import operator
 from typing import Any, Sequence
 
 from .._backend import np
-from ..errors import ShapeError
+from ..errors import DTypeError, ShapeError
 from ..grad_mode import STATE
 from ..tensor import Tensor
 from ._registry import apply, defprim, raw
 from ._shapes import normalize_axis
-from .elementwise import IMAG, REAL, where, zeros_like
+from .elementwise import IMAG, REAL, astype, multiply, where, zeros_like
 
 _NOFLOP = lambda out, *xs, **p: 0  # noqa: E731  (data movement is not counted as FLOPs)
 
@@ -334,11 +334,32 @@ def flatten(x: Any, start_axis: int = 0, end_axis: int = -1) -> Any:
     return reshape(x, shape[:s] + (-1,) + shape[e + 1:])
 
 
-def concatenate(xs: Sequence[Any], axis: int | None = 0) -> Any:
-    """Join along an existing axis (``axis=None`` flattens first), as ``numpy.concatenate``."""
+def _refuse_out(out: Any, op: str) -> None:
+    if out is not None:
+        raise TypeError(f"{op}: out= is not supported (chainrule ops return new tensors); assign the result instead")
+
+
+def _cast_all(xs: list, dtype: Any, casting: str, op: str) -> list:
+    """NumPy's ``dtype=``/``casting=`` of the joining functions: every input cast to ``dtype`` (by
+    default the inputs' common type), refused as NumPy does when ``casting`` does not allow it."""
+    dtypes = [np.asarray(raw(x)).dtype if not hasattr(x, "dtype") else np.dtype(x.dtype) for x in xs]
+    target = np.dtype(dtype) if dtype is not None else np.result_type(*dtypes)
+    for d in dtypes:
+        if not np.can_cast(d, target, casting):
+            raise DTypeError(f"{op}: cannot cast an input of dtype {d} to {target} under casting={casting!r}")
+    return xs if dtype is None else [x if d == target else astype(x, target) for x, d in zip(xs, dtypes)]
+
+
+def concatenate(xs: Sequence[Any], axis: int | None = 0, out: Any = None, dtype: Any = None,
+                casting: str = "same_kind") -> Any:
+    """Join along an existing axis (``axis=None`` flattens first), as ``numpy.concatenate``; ``dtype``
+    casts the inputs first (as NumPy, within ``casting``)."""
+    _refuse_out(out, "concatenate")
     xs = list(xs)
     if not xs:
         raise ShapeError("concatenate: need at least one array")
+    if dtype is not None or casting != "same_kind":
+        xs = _cast_all(xs, dtype, casting, "concatenate")
     if axis is None:
         xs = [ravel(x) for x in xs]
         axis = 0
@@ -356,13 +377,14 @@ def concatenate(xs: Sequence[Any], axis: int | None = 0) -> Any:
     return apply(CONCATENATE, tuple(xs), {"axis": axis, "bounds": tuple(bounds)})
 
 
-def stack(xs: Sequence[Any], axis: int = 0) -> Any:
+def stack(xs: Sequence[Any], axis: int = 0, out: Any = None, dtype: Any = None, casting: str = "same_kind") -> Any:
     """Join along a new axis (composite of expand_dims + concatenate).
 
     >>> import chainrule as cr
     >>> cr.stack([cr.ones(2), cr.zeros(2)], axis=1).shape
     (2, 2)
     """
+    _refuse_out(out, "stack")
     xs = list(xs)
     if not xs:
         raise ShapeError("stack: need at least one array to stack")
@@ -371,18 +393,18 @@ def stack(xs: Sequence[Any], axis: int = 0) -> Any:
         raise ShapeError(f"stack: all inputs must have the same shape, got {sorted(shapes)}")
     ndim = len(shapes.pop()) + 1
     axis = _axis(axis, ndim, "stack")
-    return concatenate([expand_dims(x, axis) for x in xs], axis=axis)
+    return concatenate([expand_dims(x, axis) for x in xs], axis=axis, dtype=dtype, casting=casting)
 
 
-def hstack(xs: Sequence[Any]) -> Any:
+def hstack(xs: Sequence[Any], dtype: Any = None, casting: str = "same_kind") -> Any:
     """Stack horizontally (composite)."""
     xs = [atleast_1d(x) for x in xs]
-    return concatenate(xs, axis=0 if xs and len(_shape_of(xs[0])) == 1 else 1)
+    return concatenate(xs, axis=0 if xs and len(_shape_of(xs[0])) == 1 else 1, dtype=dtype, casting=casting)
 
 
-def vstack(xs: Sequence[Any]) -> Any:
+def vstack(xs: Sequence[Any], dtype: Any = None, casting: str = "same_kind") -> Any:
     """Stack vertically (composite)."""
-    return concatenate([atleast_2d(x) for x in xs], axis=0)
+    return concatenate([atleast_2d(x) for x in xs], axis=0, dtype=dtype, casting=casting)
 
 
 def split(x: Any, indices_or_sections: Any, axis: int = 0) -> list:
@@ -420,9 +442,14 @@ def _multi(views: list) -> list:
     return views
 
 
-def array_split(x: Any, sections: int, axis: int = 0) -> list:
-    """Split into ``sections`` nearly equal pieces (composite)."""
+def array_split(x: Any, indices_or_sections: Any, axis: int = 0) -> list:
+    """Split into ``indices_or_sections`` nearly equal pieces, or at the given indices (composite)."""
+    if not isinstance(indices_or_sections, (int, np.integer)):
+        return split(x, indices_or_sections, axis)
     n = _shape_of(x)[axis]
+    sections = int(indices_or_sections)
+    if sections <= 0:
+        raise ValueError(f"array_split: the number of sections must be larger than 0, got {sections}")
     q, r = divmod(n, sections)
     sizes = [q + 1] * r + [q] * (sections - r)
     return split(x, list(np.cumsum(sizes)[:-1]), axis)
@@ -468,14 +495,85 @@ def repeat(x: Any, repeats: Any, axis: int | None = None) -> Any:
     return take(x, np.repeat(np.arange(n), counts), axis=axis)
 
 
-def pad(x: Any, pad_width: Any, mode: str = "constant", constant_values: float = 0.0) -> Any:
-    """Pad with a constant (``mode='constant'``, the only differentiable mode offered)."""
-    if mode != "constant":
-        raise ValueError(f"pad: mode {mode!r} is not supported; use mode='constant'")
+_PAD_KEYWORDS = {"constant": ("constant_values",), "edge": (), "wrap": (), "reflect": ("reflect_type",),
+                 "symmetric": ("reflect_type",), "linear_ramp": ("end_values",),
+                 "maximum": ("stat_length",), "minimum": ("stat_length",), "mean": ("stat_length",),
+                 "median": ("stat_length",)}
+
+
+def pad_widths(x: Any, pad_width: Any, mode: Any, kwargs: dict) -> tuple:
+    """``numpy.pad``'s checks: the mode, its keywords (others refused, as NumPy), widths per axis."""
+    if not isinstance(mode, str) or mode not in _PAD_KEYWORDS:
+        raise ValueError(f"pad: mode {mode!r} is not supported; use one of {sorted(_PAD_KEYWORDS)} "
+                         f"(mode='empty' and callable modes have no chainrule version)")
+    extra = {k for k, v in kwargs.items() if v is not None} - set(_PAD_KEYWORDS[mode])
+    if extra:
+        raise ValueError(f"pad: unsupported keyword arguments for mode {mode!r}: {sorted(extra)}")
     ndim = len(_shape_of(x))
     width = np.broadcast_to(np.asarray(pad_width, dtype=int), (ndim, 2))
-    return apply(PAD, (x,), {"pad_width": tuple(map(tuple, width.tolist())),
-                             "constant_values": constant_values})
+    if (width < 0).any():
+        raise ValueError(f"pad: index can't contain negative values, got pad_width={pad_width!r}")
+    return tuple(map(tuple, width.tolist()))
+
+
+def pad(x: Any, pad_width: Any, mode: str = "constant", constant_values: Any = None, end_values: Any = None,
+        reflect_type: Any = None) -> Any:
+    """``numpy.pad`` with the modes 'constant', 'edge', 'reflect', 'symmetric' (``reflect_type`` 'even'
+    or 'odd'), 'wrap' and 'linear_ramp': each padded value is a fixed linear combination of ``x``'s,
+    so the result is differentiable (composites of take, multiply and concatenate beyond 'constant').
+
+    >>> import chainrule as cr
+    >>> cr.pad(cr.tensor([1.0, 2.0, 4.0]), 2, mode="reflect", reflect_type="odd")
+    tensor([-2.,  0.,  1.,  2.,  4.,  6.,  7.])
+    """
+    kw = {"constant_values": constant_values, "end_values": end_values, "reflect_type": reflect_type}
+    widths = pad_widths(x, pad_width, mode, kw)
+    if mode == "constant":
+        return apply(PAD, (x,), {"pad_width": widths,
+                                 "constant_values": 0.0 if constant_values is None else constant_values})
+    if mode not in ("edge", "reflect", "symmetric", "wrap", "linear_ramp"):
+        raise ValueError(f"pad: mode {mode!r} needs a reduction; call cr.pad (numpy.pad on a Tensor)")
+    if reflect_type not in (None, "even", "odd"):
+        raise ValueError(f"pad: reflect_type must be 'even' or 'odd', got {reflect_type!r}")
+    ends = np.broadcast_to(np.asarray(0.0 if end_values is None else end_values, dtype=float), (len(widths), 2))
+    for axis, (lo, hi) in enumerate(widths):
+        if lo == hi == 0:
+            continue
+        n = _shape_of(x)[axis]
+        if n == 0:
+            raise ValueError(f"pad: can't extend empty axis {axis} using modes other than 'constant' or 'empty'")
+        extra = {"reflect_type": reflect_type or "even"} if mode in ("reflect", "symmetric") else {}
+        # row i of `rows`: the coefficients of x's entries in the padded entry i (np.pad of the identity)
+        rows = np.pad(np.eye(n), ((lo, hi), (0, 0)), mode=mode, **extra)
+        shift = np.pad(np.zeros(n), (lo, hi), mode=mode, end_values=tuple(ends[axis])) if mode == "linear_ramp" \
+            else None
+        left = _combine(x, rows[:lo], None if shift is None else shift[:lo], axis)
+        right = _combine(x, rows[lo + n:], None if shift is None else shift[lo + n:], axis)
+        x = concatenate([p for p in (left, x, right) if p is not None], axis=axis)
+    return x
+
+
+def _combine(x: Any, rows: Any, shift: Any, axis: int) -> Any:
+    """``rows @ x`` along ``axis`` (+ ``shift``), as a few takes: rows have few non-zero entries."""
+    if not len(rows):
+        return None
+    dtype = np.dtype(getattr(x, "dtype", None) or np.asarray(raw(x)).dtype)
+    k = builtins.max(int((rows != 0).sum(axis=1).max()), 1)
+    order = np.argsort(rows == 0, axis=1, kind="stable")[:, :k]    # each row's non-zero columns first
+    coefs = np.take_along_axis(rows, order, axis=1)
+    ndim = len(_shape_of(x))
+    along = tuple(-1 if i == axis else 1 for i in range(ndim))
+    out = None
+    for r in range(k):
+        term = take(x, order[:, r], axis=axis)
+        if not (coefs[:, r] == 1).all():
+            term = multiply(term, coefs[:, r].astype(dtype).reshape(along))
+        out = term if out is None else out + term
+    if shift is not None and shift.any():
+        out = out + shift.astype(dtype).reshape(along)
+    if np.dtype(raw(out).dtype) != dtype:
+        out = astype(out, dtype)
+    return out
 
 
 def getitem(x: Any, index: Any) -> Any:
@@ -498,20 +596,37 @@ def index_put(x: Any, index: Any, values: Any) -> Any:
     return apply(INDEX_PUT, (x, values), {"index": index})
 
 
-def take(x: Any, indices: Any, axis: int | None = None) -> Any:
-    """Take elements by integer indices along ``axis`` (composite of getitem)."""
+def take(x: Any, indices: Any, axis: int | None = None, out: Any = None, mode: str = "raise") -> Any:
+    """Take elements by integer indices along ``axis`` (composite of getitem); ``mode`` 'wrap' or
+    'clip' handles out-of-range indices as ``numpy.take``."""
+    _refuse_out(out, "take")
     indices = np.asarray(raw(indices))
     if axis is None:
-        return getitem(ravel(x), indices)
+        x, axis = ravel(x), 0
     axis = _axis(axis, len(_shape_of(x)), "take")
+    n = _shape_of(x)[axis]
+    if mode == "wrap" and n:
+        indices = indices % n
+    elif mode == "clip":
+        indices = np.clip(indices, 0, max(n - 1, 0))
+    elif mode not in ("raise", "wrap"):
+        raise ValueError(f"take: mode must be 'raise', 'wrap' or 'clip', got {mode!r}")
     return getitem(x, (slice(None),) * axis + (indices,))
 
 
-def take_along_axis(x: Any, indices: Any, axis: int) -> Any:
-    """``numpy.take_along_axis`` (composite of getitem with broadcast index grids)."""
+def take_along_axis(x: Any, indices: Any, axis: int | None = -1) -> Any:
+    """``numpy.take_along_axis`` (composite of getitem with broadcast index grids); ``axis=None``
+    takes from the flattened ``x``."""
     indices = np.asarray(raw(indices))
+    if axis is None:
+        if indices.ndim != 1:
+            raise ShapeError(f"take_along_axis: with axis=None the indices must be 1-D, got shape {indices.shape}")
+        return getitem(ravel(x), indices)
     shape = _shape_of(x)
     axis = _axis(axis, len(shape), "take_along_axis")
+    if indices.ndim != len(shape):
+        raise ShapeError(f"take_along_axis: the indices ({indices.ndim}-D) must have as many dimensions "
+                         f"as the array ({len(shape)}-D)")
     grids = list(np.ogrid[tuple(slice(n) for n in indices.shape)])
     grids[axis] = indices
     return getitem(x, tuple(grids))

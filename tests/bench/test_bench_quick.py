@@ -23,7 +23,7 @@ def test_quick_run_covers_every_case_and_checks_every_peer(quick_run):
                   "forward-mode JVP", "complex linear layer 32->32, batch 64, complex64",
                   "complex linear layer 32->32, batch 64, complex128",
                   "eigh of a symmetric 16x16", "rfft of 4 x 256 windowed signals",
-                  "median + quantile + cov + diff + convolve(33 taps)"):
+                  "median + quantile + cov + diff + convolve(33 taps)", "Student-t log-likelihood of"):
         assert title in text
     rows = [line for line in text.splitlines() if line.startswith("| ") and "median" not in line]
     checks = {line.split("|")[5].strip() for line in rows if line.count("|") == 7}

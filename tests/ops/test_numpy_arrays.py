@@ -597,3 +597,18 @@ def test_16_bit_inputs():
 def test_errors(call, match):
     with pytest.raises((ValueError, TypeError, IndexError), match=match):
         call()
+
+
+@pytest.mark.parametrize("name", ["intersect1d", "setdiff1d", "union1d", "setxor1d"])
+def test_set_functions_are_numpys_values_gathered_from_their_first_occurrence(name):
+    a = cr.tensor(np.array([3.0, 1.0, 2.0, 1.0]), requires_grad=True)
+    b = cr.tensor(np.array([2.0, 5.0, 3.0]), requires_grad=True)
+    out = getattr(cr, name)(a, b)
+    want = getattr(np, name)(a.data, b.data)
+    np.testing.assert_array_equal(out.data, want)
+    assert isinstance(getattr(np, name)(a, b), cr.Tensor)            # np.<name> dispatches
+    (out * cr.tensor(np.arange(1.0, len(want) + 1))).sum().backward()
+    grads = {"intersect1d": ([2, 0, 1, 0], None), "setdiff1d": ([0, 1, 0, 0], None),
+             "union1d": ([3, 1, 2, 0], [0, 4, 0]), "setxor1d": ([0, 1, 0, 0], [0, 2, 0])}[name]
+    np.testing.assert_array_equal(a.grad.data, grads[0])
+    assert (b.grad is None) if grads[1] is None else np.array_equal(b.grad.data, grads[1])
