@@ -120,11 +120,17 @@ def _conj(a: Any) -> Any:
     return apply(PRIMITIVES["conj"], (a,)) if isinstance(a, Tensor) else np.conj(a)
 
 
-def _any_complex(datas: list) -> bool:
-    for d in datas:
-        if getattr(d, "dtype", None) is not None and d.dtype.kind == "c":
-            return True
-    return False
+_C64, _C128, _CLD = np.dtype(np.complex64), np.dtype(np.complex128), np.dtype(np.clongdouble)
+
+
+def real_only(name: str, x: Any) -> Any:
+    """``x``, refused if complex: for the forwards of the few ops with no complex derivative whose
+    result is real even for complex input (so the complex-result check in ``apply`` misses them)."""
+    dtype = getattr(x, "dtype", None)
+    if dtype is not None and dtype.kind == "c":
+        raise DTypeError(f"{name}: complex input ({dtype}, shape {x.shape}) is not supported: {name} has "
+                         f"no complex derivative in chainrule (as in PyTorch); use abs(z) or z.real")
+    return x
 
 
 def complex_error(prim: Primitive, dtype: Any, mode: str) -> DTypeError:
@@ -291,7 +297,7 @@ def apply(prim: Primitive, xs: tuple, params: dict | None = None) -> Any:
     out = _new(Tensor)                # wrap(), inlined: the hot path
     out.data = out_data
     if record and st["grad_enabled"] and prim.vjps is not None:
-        if out_dtype.kind == "c" or (prim.complex is None and _any_complex(datas)):
+        if out_dtype is _C128 or out_dtype is _C64 or out_dtype is _CLD:    # (identity: the hot path)
             if prim.on_complex is None:           # complex: the conjugated rules, or a clear refusal
                 raise complex_error(prim, out_dtype, "backward")
             prim = prim.on_complex

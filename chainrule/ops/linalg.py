@@ -14,7 +14,7 @@ from .._dtypes import LOW_PRECISION, accum_dtype, accumulate
 from ..errors import ShapeError
 from ..tensor import Tensor
 from ..tensor import wrap as _wrap
-from ._registry import apply, defprim, raw
+from ._registry import apply, defprim, raw, real_only
 from .elementwise import _abs2, _zero_at_zero, abs, astype, conj, sqrt
 from .reduction import _prod_others, amax, amin, sum
 from .shape import broadcast_to, expand_dims, ravel, reshape, squeeze, swapaxes
@@ -257,7 +257,7 @@ def _logabsdet_inv_t(x: Any, out: Any) -> Any:
 DET = defprim("det", np.linalg.det, vjps=(_det_vjp,), jvps=(_det_jvp,), saves="x out",
               flops=lambda out, x: 2 * int(np.size(x)) * int(np.shape(x)[-1]) // 3, kind="matmul",
               autocast="float32", complex="holomorphic")
-LOGABSDET = defprim("logabsdet", lambda x: np.linalg.slogdet(x)[1],
+LOGABSDET = defprim("logabsdet", lambda x: np.linalg.slogdet(real_only("logabsdet", x))[1],
                     vjps=(lambda g, out, x: expand_dims(expand_dims(g, -1), -1) * _logabsdet_inv_t(x, out),),
                     jvps=(lambda t, out, x: sum(_logabsdet_inv_t(x, out) * t, axis=(-2, -1)),), saves="x out",
                     flops=lambda out, x: 2 * int(np.size(x)) * int(np.shape(x)[-1]) // 3, kind="matmul",

@@ -9,7 +9,7 @@ from typing import Any
 
 from .._backend import ndarray, np
 from .._dtypes import LOW_PRECISION, accumulate
-from ._registry import apply, defprim, raw
+from ._registry import apply, defprim, raw, real_only
 from .elementwise import exp
 from .reduction import _along, sum
 from .shape import expand_dims
@@ -48,6 +48,7 @@ LOG_SOFTMAX = defprim("log_softmax", _log_softmax_forward,
 
 
 def _softmax_cross_entropy_forward(x: Any, target: Any, reduction: str = "none") -> Any:
+    real_only("softmax_cross_entropy", x)
     shifted = _shifted(x, -1)
     lse = np.log(np.add.reduce(np.exp(shifted), axis=-1))
     loss = lse - shifted[np.arange(len(target)), target]

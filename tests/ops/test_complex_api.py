@@ -67,5 +67,5 @@ def test_real_and_imag_assign_through_the_view():
 
 def test_a_real_result_of_complex_data_is_refused_where_the_op_has_no_complex_derivative():
     logits = cr.tensor(np.array([[1 + 1j, 2 - 1j]]), requires_grad=True)
-    with pytest.raises(cr.DTypeError, match="softmax_cross_entropy: no complex derivative"):
+    with pytest.raises(cr.DTypeError, match="softmax_cross_entropy: complex input .* no complex derivative"):
         cr.nn.functional.cross_entropy(logits, np.array([0]))
