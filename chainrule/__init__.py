@@ -14,6 +14,7 @@ from . import (
                       amp,
                       autograd,
                       data,
+                      distributed,
                       distributions,
                       estimators,
                       fp8,
@@ -249,5 +250,5 @@ __all__ = [
 
 # the rest of NumPy's namespace (chainrule/ops/numpy_*.py list their functions) and cr.special
 globals().update({_name: getattr(ops, _name) for _name in ops.MORE_NAMES})
-__all__ += list(ops.MORE_NAMES) + ["special", "integrate", "stats", "UnsupportedArgument"]
+__all__ += list(ops.MORE_NAMES) + ["special", "integrate", "stats", "distributed", "UnsupportedArgument"]
 special = ops.special

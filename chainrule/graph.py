@@ -45,7 +45,7 @@ class GraphNode:
             hooks.insert(len(hooks) - 1, fn)    # retain_grad sees the gradient after every hook
         else:
             hooks.append(fn)
-        return lambda: hooks.remove(fn) if fn in hooks else None
+        return HookHandle(hooks, fn)
 
     def release(self) -> None:
         """Free what the node saved for backward (nothing by default)."""
@@ -53,6 +53,32 @@ class GraphNode:
     def output_modified(self, nr: int, data: Any) -> None:
         """Output ``nr`` (whose memory is ``data``) was changed in place (nothing to do unless the
         node saved it)."""
+
+
+class HookHandle:
+    """What registering a hook returns: ``handle.remove()`` (PyTorch's ``RemovableHandle``) takes
+    the hook out again, and so does calling ``handle()``; removing twice does nothing. Also a
+    context manager: the hook is removed on leaving the ``with`` block."""
+
+    __slots__ = ("_hooks", "_fn")
+
+    def __init__(self, hooks: list, fn: Callable) -> None:
+        self._hooks, self._fn = hooks, fn
+
+    def remove(self) -> None:
+        hooks = self._hooks
+        for i, h in enumerate(hooks):
+            if h is self._fn:
+                del hooks[i]
+                return
+
+    __call__ = remove
+
+    def __enter__(self) -> HookHandle:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.remove()
 
 
 def walk(starts: Any, stop: Any = ()) -> list:
@@ -266,9 +292,20 @@ class AccumulateGrad(GraphNode):
             t.grad = t.grad + g
         else:
             t.grad = _wrap(t.grad.data + g.data)
+        if t._post_acc_hooks is not None:       # a class attribute, None until a hook is registered
+            _run_post_acc_hooks(t)
 
     def vjp(self, g: Any, tensor_mode: bool) -> list:
         return []
+
+
+def _run_post_acc_hooks(t: Any) -> None:
+    """``t.register_post_accumulate_grad_hook``'s hooks, in order, once ``t.grad`` is updated."""
+    for fn in list(t._post_acc_hooks):
+        if fn(t) is not None:
+            name = getattr(fn, "__qualname__", type(fn).__name__)
+            raise GraphError(f"post accumulate grad hook {name!r} returned a value; a post accumulate "
+                             f"grad hook must return None (it may read or change tensor.grad in place)")
 
 
 class Packed:
@@ -426,6 +463,35 @@ def register_hook(self: _Tensor, fn: Callable[[_Tensor], _Tensor | None]) -> Cal
     return node.add_pre_hook(nr, fn)
 
 
+def register_post_accumulate_grad_hook(self: _Tensor, hook: Callable[[_Tensor], None]) -> HookHandle:
+    """Call ``hook(tensor)`` after a backward has accumulated this leaf's gradient into ``.grad``
+    (once per backward that reaches it, also when it adds to an existing ``.grad``; not in
+    ``autograd.grad``, which accumulates nothing). The hook returns None. Returns a handle whose
+    ``.remove()`` takes the hook out (PyTorch's ``RemovableHandle``).
+
+    >>> import chainrule as cr
+    >>> w = cr.tensor([1.0, 2.0], requires_grad=True)
+    >>> h = w.register_post_accumulate_grad_hook(lambda t: print("grad:", t.grad))
+    >>> (w * 3).sum().backward()
+    grad: tensor([3., 3.])
+    >>> h.remove()
+    """
+    if self.grad_fn is not None:
+        raise GraphError("post accumulate grad hooks cannot be registered on non-leaf tensors "
+                         "(register_post_accumulate_grad_hook on a tensor with a grad_fn); use "
+                         "register_hook for a non-leaf's gradient")
+    if not self._requires_grad:
+        raise GraphError("register_post_accumulate_grad_hook: cannot register a hook on a tensor that "
+                         "does not require grad")
+    hooks = self._post_acc_hooks
+    if hooks is None:
+        hooks = self._post_acc_hooks = []
+    hooks.append(hook)
+    return HookHandle(hooks, hook)
+
+
 _Tensor._edge = _edge
 _Tensor.retain_grad = retain_grad
 _Tensor.register_hook = register_hook
+_Tensor.register_post_accumulate_grad_hook = register_post_accumulate_grad_hook
+_Tensor._post_acc_hooks = None      # a leaf's post-accumulate-grad hooks, once one is registered

@@ -1,11 +1,12 @@
-"""Graph-level autograd API: ``cr.autograd.grad`` and ``cr.autograd.backward``."""
+"""Graph-level autograd API: ``cr.autograd.grad``, ``cr.autograd.backward`` and
+``cr.autograd.queue_callback``."""
 from __future__ import annotations
 
 from typing import Any
 
 from ..tensor import Tensor
 from .engine import backward as _backward
-from .engine import grad
+from .engine import grad, queue_callback
 
 
 def backward(tensors: Any, grad_tensors: Any = None, retain_graph: bool | None = None,
@@ -17,4 +18,4 @@ def backward(tensors: Any, grad_tensors: Any = None, retain_graph: bool | None =
     _backward(tensors, grad_tensors, retain_graph, create_graph, inputs)
 
 
-__all__ = ["grad", "backward"]
+__all__ = ["grad", "backward", "queue_callback"]

@@ -16,6 +16,37 @@ from ..tensor import Tensor as _Tensor
 from ..tensor import wrap as _wrap
 
 
+def queue_callback(fn: Any) -> None:
+    """Run ``fn()`` once the running backward has processed every node, before ``backward()`` or
+    ``autograd.grad`` returns (PyTorch's ``Variable._execution_engine.queue_callback``).
+
+    Callable only during a backward (from a tensor hook, a post-accumulate-grad hook, a custom
+    Function's backward or another callback). Callbacks run in the order queued, those queued by a
+    callback too, with grad mode as in the backward (on under ``create_graph=True``); an exception
+    raised by one is raised by the backward, and the rest do not run.
+    """
+    if not STATE.in_backward:
+        raise GraphError("queue_callback: final callbacks can only be installed during a backward pass "
+                         "(call it from a tensor hook, a post accumulate grad hook or a Function's "
+                         "backward)")
+    if not callable(fn):
+        raise TypeError(f"queue_callback: expected a callable, got {type(fn).__name__}")
+    d = STATE.__dict__             # per thread; the key exists only while callbacks are queued
+    queued = d.get("final_callbacks")
+    if queued is None:
+        queued = d["final_callbacks"] = []
+    queued.append(fn)
+
+
+def _run_callbacks(d: dict) -> None:
+    queued = d["final_callbacks"]
+    i = 0
+    while i < len(queued):         # a callback may queue more: they run too, after it
+        queued[i]()
+        i += 1
+    del d["final_callbacks"]
+
+
 def backward(outputs: Sequence[Any], grad_outputs: Sequence[Any] | None, retain_graph: bool | None,
              create_graph: bool, inputs: Sequence[Any] | None = None) -> None:
     """Accumulate gradients of ``outputs`` into the ``.grad`` of leaves (or of ``inputs`` only)."""
@@ -164,6 +195,8 @@ def run(roots: list, retain_graph: bool, create_graph: bool, targets: dict | Non
     # scanning them costs ~8% of a small-op backward, so it waits until the pass is over.
     collect = gc.isenabled()
     gc.disable()
+    # a backward run inside a backward (prev_in_bw) has its own queue of final callbacks
+    outer_callbacks = d.pop("final_callbacks", None) if prev_in_bw else None
     try:
         # ``nxt``: a node made pending by the last one and newer than everything in the heap, run
         # next without going through the heap (a chain never touches the heap at all)
@@ -226,8 +259,14 @@ def run(roots: list, retain_graph: bool, create_graph: bool, targets: dict | Non
                 nxt = None
             if not retain_graph:
                 node.release()
+        if "final_callbacks" in d:
+            _run_callbacks(d)
     finally:
         d["grad_enabled"], d["in_backward"] = prev_grad, prev_in_bw
+        if "final_callbacks" in d:          # a node or callback raised: the queue is dropped
+            del d["final_callbacks"]
+        if outer_callbacks is not None:
+            d["final_callbacks"] = outer_callbacks
         if collect:
             gc.enable()
     return captured

@@ -1,8 +1,10 @@
-"""Datasets: the embedded UCI digits, user ``.npz``/``.csv`` files, and a seeded batch iterator."""
+"""Datasets: the embedded UCI digits, user ``.npz``/``.csv`` files, a seeded batch iterator, and a
+sampler that splits a dataset's indices among data-parallel replicas."""
 from __future__ import annotations
 
+import math
 import os
-from typing import Any, Iterator
+from typing import Any, Iterable, Iterator
 
 from .._backend import np
 from ..errors import ChainruleError
@@ -117,30 +119,121 @@ def train_test_split(x: np.ndarray, y: np.ndarray, test_fraction: float = 0.2,
 class DataLoader:
     """Iterate over (x, y) in mini-batches of Tensors, reshuffled each epoch with a seeded generator.
 
+    ``sampler``: any iterable of example indices (a ``DistributedSampler``, a list, ...), iterated
+    afresh each epoch; the batches take its indices in its order. As in PyTorch it excludes
+    ``shuffle=True`` (a sampler decides the order), and ``len(loader)`` needs ``len(sampler)``.
+
     >>> import chainrule as cr, numpy as np
     >>> loader = cr.data.DataLoader(np.arange(10.0), np.arange(10), batch_size=4, drop_last=True)
     >>> [xb.shape for xb, yb in loader], len(loader)
     ([(4,), (4,)], 2)
+    >>> [yb.data.tolist() for _, yb in cr.data.DataLoader(np.arange(10.0), np.arange(10), batch_size=4,
+    ...                                                    sampler=[9, 8, 7, 6, 5])]
+    [[9, 8, 7, 6], [5]]
     """
 
     def __init__(self, x: Any, y: Any, batch_size: int = 32, shuffle: bool = False,
-                 drop_last: bool = False, generator: Any = None) -> None:
+                 drop_last: bool = False, generator: Any = None, sampler: Iterable[int] | None = None) -> None:
         x = x.data if isinstance(x, Tensor) else np.asarray(x)
         y = y.data if isinstance(y, Tensor) else np.asarray(y)
         if len(x) != len(y):
             raise DataError(f"DataLoader: x has {len(x)} examples but y has {len(y)}")
         if batch_size < 1:
             raise ValueError(f"DataLoader: batch_size must be >= 1, got {batch_size}")
+        if sampler is not None and shuffle:
+            raise ValueError("DataLoader: sampler option is mutually exclusive with shuffle; the sampler "
+                             "decides the order (DistributedSampler(..., shuffle=True) shuffles)")
         self.x, self.y, self.batch_size = x, y, batch_size
         self.shuffle, self.drop_last, self.generator = shuffle, drop_last, generator
+        self.sampler = sampler
 
     def __len__(self) -> int:
-        n, b = len(self.x), self.batch_size
+        if self.sampler is None:
+            n = len(self.x)
+        else:
+            try:
+                n = len(self.sampler)
+            except TypeError:
+                raise TypeError(f"DataLoader: len() needs a sampler with a length; "
+                                f"{type(self.sampler).__name__} has none") from None
+        b = self.batch_size
         return n // b if self.drop_last else -(-n // b)
 
     def __iter__(self) -> Iterator[tuple[Tensor, Tensor]]:
-        n = len(self.x)
-        order = get_generator(self.generator).permutation(n) if self.shuffle else np.arange(n)
-        for i in range(len(self)):
-            idx = order[i * self.batch_size:(i + 1) * self.batch_size]
+        n, b = len(self.x), self.batch_size
+        if self.sampler is None:
+            order = get_generator(self.generator).permutation(n) if self.shuffle else np.arange(n)
+        else:
+            order = np.fromiter(iter(self.sampler), dtype=np.int64)
+        count = len(order) // b if self.drop_last else -(-len(order) // b)
+        for i in range(count):
+            idx = order[i * b:(i + 1) * b]
             yield Tensor(self.x[idx]), Tensor(self.y[idx])
+
+
+class DistributedSampler:
+    """The indices one data-parallel replica takes of a dataset of ``n`` examples, epoch by epoch:
+    ``torch.utils.data.DistributedSampler``'s rule.
+
+    ``dataset_or_n``: an int ``n`` or anything with ``len()``. Each epoch the indices ``range(n)``
+    are shuffled (if ``shuffle``) by a NumPy generator seeded with ``seed + epoch`` (so every
+    replica, given the same seed, draws the same permutation; PyTorch's own RNG gives a different
+    one), then, unless ``drop_last``, padded by wrapping around to the start until they divide
+    evenly among the replicas (with ``drop_last`` the tail is dropped instead), and replica
+    ``rank`` takes ``indices[rank::num_replicas]``. Together the replicas cover ``range(n)``
+    (all but the dropped tail with ``drop_last``); each has ``len(sampler)`` indices. Call
+    ``set_epoch(epoch)`` before each epoch for a new order.
+
+    ``num_replicas`` and ``rank`` must be given: the data layer sits below ``cr.distributed``, so
+    under data parallelism pass ``num_replicas=cr.distributed.get_world_size(),
+    rank=cr.distributed.get_rank()``; a single process passes ``num_replicas=1, rank=0``.
+
+    >>> import chainrule as cr
+    >>> [list(cr.data.DistributedSampler(10, num_replicas=4, rank=r, shuffle=False)) for r in range(4)]
+    [[0, 4, 8], [1, 5, 9], [2, 6, 0], [3, 7, 1]]
+    """
+
+    def __init__(self, dataset_or_n: Any, num_replicas: int | None = None, rank: int | None = None,
+                 shuffle: bool = True, seed: int = 0, drop_last: bool = False) -> None:
+        if num_replicas is None or rank is None:
+            raise ValueError("DistributedSampler: pass num_replicas= and rank= (with cr.distributed: "
+                             "num_replicas=cr.distributed.get_world_size(), rank=cr.distributed.get_rank(); "
+                             "one process: num_replicas=1, rank=0)")
+        n = dataset_or_n if isinstance(dataset_or_n, (int, np.integer)) else len(dataset_or_n)
+        if n < 0:
+            raise ValueError(f"DistributedSampler: the dataset size must be >= 0, got {n}")
+        if num_replicas < 1:
+            raise ValueError(f"DistributedSampler: num_replicas must be >= 1, got {num_replicas}")
+        if rank >= num_replicas or rank < 0:
+            raise ValueError(f"DistributedSampler: invalid rank {rank}, rank should be in the interval "
+                             f"[0, {num_replicas - 1}]")
+        self.n, self.num_replicas, self.rank = int(n), int(num_replicas), int(rank)
+        self.shuffle, self.seed, self.drop_last = shuffle, int(seed), drop_last
+        self.epoch = 0
+        if drop_last and self.n % self.num_replicas:
+            self.num_samples = math.ceil((self.n - self.num_replicas) / self.num_replicas)
+        else:
+            self.num_samples = math.ceil(self.n / self.num_replicas)
+        self.total_size = self.num_samples * self.num_replicas
+
+    def set_epoch(self, epoch: int) -> None:
+        """The epoch whose order the next iteration gives (shuffle: seeded with ``seed + epoch``)."""
+        self.epoch = epoch
+
+    def __len__(self) -> int:
+        return self.num_samples
+
+    def __iter__(self) -> Iterator[int]:
+        if self.shuffle:
+            indices = np.random.default_rng(self.seed + self.epoch).permutation(self.n).tolist()
+        else:
+            indices = list(range(self.n))
+        if not self.drop_last:
+            pad = self.total_size - len(indices)
+            if pad <= len(indices):
+                indices += indices[:pad]
+            else:
+                indices += (indices * math.ceil(pad / len(indices)))[:pad]
+        else:
+            indices = indices[:self.total_size]
+        return iter(indices[self.rank:self.total_size:self.num_replicas])

@@ -1,5 +1,5 @@
 """Neural-network layers and losses (``cr.nn``), following ``torch.nn``'s names and semantics."""
-from . import functional, init
+from . import functional, init, parallel
 from .layers import (
                      GELU,
                      AvgPool2d,
@@ -19,4 +19,4 @@ from .module import IncompatibleKeys, Module, Parameter, RemovableHandle
 
 __all__ = ["AvgPool2d", "Conv2d", "Dropout", "Embedding", "Flatten", "GELU", "IncompatibleKeys",
            "LayerNorm", "Linear", "MaxPool2d", "Module", "Parameter", "ReLU", "RemovableHandle",
-           "Sequential", "Sigmoid", "Tanh", "functional", "init"]
+           "Sequential", "Sigmoid", "Tanh", "functional", "init", "parallel"]

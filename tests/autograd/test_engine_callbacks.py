@@ -1,0 +1,274 @@
+"""Post-accumulate-grad hooks and final callbacks (queue_callback), against PyTorch 2 where it has them."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import chainrule as cr
+from chainrule.errors import GraphError
+
+
+def _leaf(values=(1.0, 2.0)):
+    return cr.tensor(list(values), requires_grad=True)
+
+
+# ----- register_post_accumulate_grad_hook -----
+def test_post_hook_sees_accumulated_grad_each_backward():
+    w = _leaf()
+    seen = []
+    handle = w.register_post_accumulate_grad_hook(lambda t: seen.append(t.grad.data.copy()))
+    (w * 3).sum().backward()
+    (w * 3).sum().backward()                    # adds to the existing .grad: called again
+    np.testing.assert_array_equal(np.array(seen), [[3.0, 3.0], [6.0, 6.0]])
+    handle.remove()
+    (w * 3).sum().backward()
+    assert len(seen) == 2
+    handle.remove()                             # twice: nothing
+
+
+def test_post_hook_called_once_per_backward_for_a_leaf_used_many_times():
+    w = _leaf()
+    calls = []
+    w.register_post_accumulate_grad_hook(lambda t: calls.append(t))
+    (w * w + w.exp() + w * 2).sum().backward()
+    assert len(calls) == 1 and calls[0] is w
+
+
+def test_post_hooks_run_in_order_and_can_change_grad_in_place():
+    w = _leaf()
+    order = []
+    w.register_post_accumulate_grad_hook(lambda t: order.append("a"))
+
+    def zero(t):
+        order.append("b")
+        t.grad.data[...] = 0.0
+    w.register_post_accumulate_grad_hook(zero)
+    w.sum().backward()
+    assert order == ["a", "b"]
+    np.testing.assert_array_equal(w.grad.data, [0.0, 0.0])
+
+
+def test_post_hook_handle_is_callable_and_a_context_manager():
+    w = _leaf()
+    calls = []
+    h = w.register_post_accumulate_grad_hook(lambda t: calls.append(1))
+    h()                                          # calling removes, as register_hook's remover
+    w.sum().backward()
+    with w.register_post_accumulate_grad_hook(lambda t: calls.append(2)):
+        w.sum().backward()
+    w.sum().backward()
+    assert calls == [2]
+
+
+def test_register_hook_returns_a_handle_with_remove():
+    w = _leaf()
+    h = w.register_hook(lambda g: g * 10)
+    h.remove()
+    w.sum().backward()
+    np.testing.assert_array_equal(w.grad.data, [1.0, 1.0])
+
+
+def test_post_hook_refused_on_non_leaf_and_on_no_grad_tensor():
+    w = _leaf()
+    with pytest.raises(GraphError, match="post accumulate grad hooks cannot be registered on non-leaf tensors"):
+        (w * 2).register_post_accumulate_grad_hook(lambda t: None)
+    with pytest.raises(GraphError, match="does not require grad"):
+        cr.tensor(1.0).register_post_accumulate_grad_hook(lambda t: None)
+
+
+def test_post_hook_must_return_none():
+    w = _leaf()
+    w.register_post_accumulate_grad_hook(lambda t: t.grad)
+    with pytest.raises(GraphError, match="must return None"):
+        w.sum().backward()
+
+
+def test_post_hook_not_called_by_autograd_grad_nor_for_unrequested_leaf():
+    w, z = _leaf(), _leaf()
+    calls = []
+    w.register_post_accumulate_grad_hook(lambda t: calls.append("w"))
+    z.register_post_accumulate_grad_hook(lambda t: calls.append("z"))
+    cr.autograd.grad((w * z).sum(), [w, z])
+    assert calls == []
+    (w * z).sum().backward(inputs=[z])
+    assert calls == ["z"]
+    w.requires_grad_(False)
+    (w * z).sum().backward()
+    assert calls == ["z", "z"]
+
+
+def test_post_hook_under_create_graph_sees_a_grad_with_history():
+    w = _leaf()
+    got = []
+    w.register_post_accumulate_grad_hook(lambda t: got.append(t.grad.requires_grad))
+    (w ** 3).sum().backward(create_graph=True)
+    assert got == [True]
+
+
+def test_post_hook_matches_torch():
+    torch = pytest.importorskip("torch")
+    for mod, mk in ((cr, lambda v: cr.tensor(v, requires_grad=True)),
+                    (torch, lambda v: torch.tensor(v, requires_grad=True))):
+        a, b = mk([1.0, -2.0, 3.0]), mk([0.5, 0.5, 0.5])
+        log = []
+        for name, t in (("a", a), ("b", b)):
+            t.register_post_accumulate_grad_hook(lambda t, name=name: log.append((name, t.grad.tolist())))
+        for _ in range(2):
+            ((a * b).sum() + (a * a).sum()).backward()
+        if mod is cr:
+            ours = sorted(log)
+        else:
+            theirs = sorted(log)
+    assert ours == theirs
+
+
+def test_post_hook_in_a_training_step_can_run_the_optimizer_per_parameter():
+    lin = cr.nn.Linear(3, 2)
+    opts = {id(p): cr.optim.SGD([p], lr=0.1) for p in lin.parameters()}
+
+    def step(p):
+        opts[id(p)].step()
+        opts[id(p)].zero_grad()
+    for p in lin.parameters():
+        p.register_post_accumulate_grad_hook(step)
+    before = [p.data.copy() for p in lin.parameters()]
+    lin(cr.tensor(np.ones((4, 3)))).sum().backward()
+    for p, b in zip(lin.parameters(), before):
+        assert not np.allclose(p.data, b)
+        assert p.grad is None or not np.any(p.grad.data)
+
+
+# ----- queue_callback -----
+def test_queue_callback_outside_backward_raises():
+    with pytest.raises(GraphError, match="only be installed during a backward"):
+        cr.autograd.queue_callback(lambda: None)
+
+
+def test_callbacks_run_after_every_node_in_order_before_backward_returns():
+    w, z = _leaf(), _leaf([3.0, 4.0])
+    log = []
+
+    def hook(g):
+        cr.autograd.queue_callback(lambda: log.append(("cb1", w.grad.tolist(), z.grad.tolist())))
+        cr.autograd.queue_callback(lambda: log.append(("cb2",)))
+    (w * 2).register_hook(hook)
+    y = (w * 2) * z
+    y.register_hook(hook)
+    y.sum().backward()
+    # queued from the first hook to run; every leaf's .grad is final when the callbacks run
+    assert log[0] == ("cb1", [6.0, 8.0], [2.0, 4.0])
+    assert [e[0] for e in log] == ["cb1", "cb2"] * (len(log) // 2)
+    assert not cr.grad_mode.STATE.in_backward
+
+
+def test_callbacks_queued_by_callbacks_run_too():
+    w = _leaf()
+    log = []
+
+    def second():
+        log.append(2)
+        cr.autograd.queue_callback(lambda: log.append(3))
+
+    def first():
+        log.append(1)
+        cr.autograd.queue_callback(second)
+    w.register_hook(lambda g: cr.autograd.queue_callback(first))
+    w.sum().backward()
+    assert log == [1, 2, 3]
+    w.sum().backward()
+    assert log == [1, 2, 3, 1, 2, 3]            # nothing left over from the last backward
+
+
+def test_callback_from_post_accumulate_hook_like_ddp():
+    """What DDP does: a parameter's post-accumulate hook queues one callback that sees all grads."""
+    params = [_leaf(), _leaf([5.0, 6.0])]
+    state = {"queued": False, "seen": None}
+
+    def finalize():
+        state["seen"] = [p.grad.tolist() for p in params]
+        state["queued"] = False
+
+    def on_grad(p):
+        if not state["queued"]:
+            state["queued"] = True
+            cr.autograd.queue_callback(finalize)
+    for p in params:
+        p.register_post_accumulate_grad_hook(on_grad)
+    (params[0] * params[1]).sum().backward()
+    assert state["seen"] == [[5.0, 6.0], [1.0, 2.0]]
+
+
+def test_callback_in_autograd_grad_and_with_retain_and_create_graph():
+    w = _leaf()
+    log = []
+    w.register_hook(lambda g: cr.autograd.queue_callback(lambda: log.append(cr.is_grad_enabled())))
+    y = (w ** 3).sum()
+    (g,) = cr.autograd.grad(y, w, retain_graph=True)
+    assert log == [False]
+    (g,) = cr.autograd.grad(y, w, create_graph=True)
+    assert log == [False, True]                 # grad mode as in the backward: on under create_graph
+    assert g.requires_grad
+    g.sum().backward()                          # the hook fires again in the double backward
+    assert log == [False, True, False]
+    np.testing.assert_allclose(w.grad.data, 6 * np.array([1.0, 2.0]))
+
+
+def test_callback_error_is_raised_by_backward_and_state_is_restored():
+    w = _leaf()
+
+    def boom():
+        raise ValueError("boom")
+    h = w.register_hook(lambda g: cr.autograd.queue_callback(boom))
+    with pytest.raises(ValueError, match="boom"):
+        w.sum().backward()
+    h.remove()
+    assert not cr.grad_mode.STATE.in_backward and cr.is_grad_enabled()
+    with pytest.raises(GraphError):
+        cr.autograd.queue_callback(lambda: None)
+    w.sum().backward()                          # the failed callback is not run again
+
+
+def test_queue_callback_refuses_non_callable():
+    w = _leaf()
+    w.register_hook(lambda g: cr.autograd.queue_callback(42))
+    with pytest.raises(TypeError, match="callable"):
+        w.sum().backward()
+
+
+def test_nested_backward_runs_its_own_callbacks():
+    """A backward inside a backward (here in a hook) has its own queue, as PyTorch's graph tasks."""
+    w, v = _leaf(), _leaf([3.0, 4.0])
+    log = []
+
+    def inner_hook(g):
+        cr.autograd.queue_callback(lambda: log.append("inner"))
+
+    v.register_hook(inner_hook)
+
+    def outer_hook(g):
+        cr.autograd.queue_callback(lambda: log.append("outer"))
+        with cr.enable_grad():
+            (v * 2).sum().backward()
+        log.append("inner returned")
+    w.register_hook(outer_hook)
+    w.sum().backward()
+    assert log == ["inner", "inner returned", "outer"]
+
+
+def test_callbacks_match_torch_order():
+    torch = pytest.importorskip("torch")
+    queue_torch = torch.autograd.Variable._execution_engine.queue_callback
+    logs = {}
+    for name, mod, queue in (("cr", cr, cr.autograd.queue_callback), ("torch", torch, queue_torch)):
+        w = mod.tensor([1.0, 2.0], requires_grad=True)
+        log = []
+
+        def cb(i, queue=queue, log=log):
+            log.append(i)
+            if i < 2:
+                queue(lambda: cb(i + 10))
+        w.register_hook(lambda g, queue=queue, cb=cb: (queue(lambda: cb(0)), queue(lambda: cb(1)))[-1])
+        w.register_post_accumulate_grad_hook(lambda t, queue=queue, log=log: log.append("post"))
+        (w * w).sum().backward()
+        logs[name] = log
+    assert logs["cr"] == logs["torch"]

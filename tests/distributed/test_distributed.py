@@ -1,0 +1,209 @@
+"""chainrule.distributed and DistributedDataParallel: a world of one in this process, and real
+worlds of 2 and 4 processes launched with ``mpiexec`` (skipped without mpi4py or mpiexec)."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import chainrule as cr
+import chainrule.distributed as dist
+from chainrule.distributed import collectives
+from chainrule.distributed.optim import ZeroRedundancyOptimizer
+from chainrule.nn.parallel import DistributedDataParallel
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent.parent
+MPIEXEC = next((str(p) for p in (Path(sys.executable).parent / "mpiexec",) if p.exists()),
+               shutil.which("mpiexec"))
+LAUNCHER_VARS = [k for k in os.environ if collectives.launched_by_mpi({k: os.environ[k], "SLURM_NTASKS": "2"})]
+
+needs_mpi = pytest.mark.skipif(collectives.mpi4py is None or MPIEXEC is None,
+                               reason="needs mpi4py and mpiexec: pip install 'chainrule[mpi]'")
+
+
+def mpiexec(n: int, script: str, *args: str, timeout: float = 60) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k not in LAUNCHER_VARS}
+    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    return subprocess.run([MPIEXEC, "-n", str(n), sys.executable, str(HERE / script), *args],
+                          capture_output=True, text=True, timeout=timeout, env=env, cwd=ROOT)
+
+
+@pytest.fixture
+def world_of_one(monkeypatch):
+    for k in LAUNCHER_VARS:
+        monkeypatch.delenv(k)
+    dist.init_process_group()
+    yield
+    dist.destroy_process_group()
+
+
+# ----- a world of one -----
+def test_world_of_one_collectives_are_the_identity(world_of_one):
+    assert dist.is_initialized() and dist.get_rank() == 0 and dist.get_world_size() == 1
+    assert dist.get_backend() == "self"
+    t = cr.tensor(np.array([1.0, -2.0]))
+    for op in dist.ReduceOp:
+        dist.all_reduce(t, op)
+        assert t.data.tolist() == [1.0, -2.0]
+    dist.broadcast(t, src=0)
+    out = [cr.zeros(2, dtype=cr.float64)]
+    dist.all_gather(out, t)
+    assert out[0].data.tolist() == [1.0, -2.0]
+    o = cr.zeros(2, dtype=cr.float64)
+    dist.reduce_scatter(o, [t])
+    assert o.data.tolist() == [1.0, -2.0]
+    dist.barrier()
+    assert dist.all_reduce(t, async_op=True).is_completed()
+    with pytest.raises(ValueError, match="src=1"):
+        dist.broadcast(t, src=1)
+    with pytest.raises(TypeError, match="AVG needs a floating"):
+        dist.all_reduce(cr.tensor(np.array([1, 2])), dist.ReduceOp.AVG)
+
+
+def test_world_of_one_ddp_trains_as_the_module(world_of_one):
+    rng = np.random.default_rng(0)
+    a, b = cr.nn.Linear(4, 3), cr.nn.Linear(4, 3)
+    b.load_state_dict(a.state_dict())
+    ddp = DistributedDataParallel(a)
+    assert ddp.module is a and [id(p) for p in ddp.parameters()] == [id(p) for p in a.parameters()]
+    oa, ob = cr.optim.Adam(ddp.parameters(), lr=0.01), cr.optim.Adam(b.parameters(), lr=0.01)
+    for _ in range(5):
+        x = cr.tensor(rng.standard_normal((8, 4)).astype(np.float32))
+        for model, opt in ((ddp, oa), (b, ob)):
+            model(x).sum().backward()
+            opt.step()
+            opt.zero_grad()
+    with ddp.no_sync():
+        ddp(x).sum().backward()
+    assert all(np.array_equal(p.data, q.data) for p, q in zip(a.parameters(), b.parameters()))
+
+
+def test_errors_are_clear(monkeypatch):
+    for k in LAUNCHER_VARS:
+        monkeypatch.delenv(k)
+    with pytest.raises(dist.DistributedError, match="not initialized"):
+        dist.get_rank()
+    with pytest.raises(dist.DistributedError, match="not initialized"):
+        DistributedDataParallel(cr.nn.Linear(2, 2))
+    with pytest.raises(ValueError, match="backend"):
+        dist.init_process_group(backend="nccl")
+    dist.init_process_group()
+    try:
+        with pytest.raises(dist.DistributedError, match="already initialized"):
+            dist.init_process_group()
+    finally:
+        dist.destroy_process_group()
+    assert not dist.is_initialized()
+
+
+@pytest.mark.parametrize("env, want", [
+    ({"PMI_RANK": "0", "PMI_SIZE": "2"}, "PMI_RANK"), ({"OMPI_COMM_WORLD_RANK": "1"}, "OMPI_COMM_WORLD_RANK"),
+    ({"HYDRA_FOO": "1"}, "HYDRA_FOO"), ({"SLURM_PROCID": "0", "SLURM_NTASKS": "4"}, "SLURM_PROCID"),
+    ({"SLURM_PROCID": "0", "SLURM_NTASKS": "1"}, None), ({}, None)])
+def test_launcher_detection(env, want):
+    assert dist.launched_by_mpi(env) == want
+
+
+@pytest.mark.parametrize("env, backend, needle", [
+    ({"PMI_RANK": "0", "PMI_SIZE": "2"}, "None", "started by an MPI launcher (PMI_RANK is set)"),
+    ({}, "'mpi'", "backend='mpi' was asked for")])
+def test_mpi_without_mpi4py_names_the_extra(env, backend, needle):
+    code = ("import sys; sys.modules['mpi4py'] = None\n"
+            "import chainrule.distributed as d\n"
+            f"d.init_process_group(backend={backend})\n")
+    clean = {k: v for k, v in os.environ.items() if k not in LAUNCHER_VARS}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={**clean, **env},
+                         cwd=ROOT, timeout=60)
+    assert out.returncode != 0
+    assert needle in out.stderr and "chainrule[mpi]" in out.stderr, out.stderr[-2000:]
+
+
+# ----- real worlds -----
+@pytest.fixture(scope="module", params=[2, 4])
+def equivalence(request):
+    if collectives.mpi4py is None or MPIEXEC is None:
+        pytest.skip("needs mpi4py and mpiexec: pip install 'chainrule[mpi]'")
+    out = mpiexec(request.param, "ddp_equivalence.py")
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-3000:]
+    return {r["case"]: r for r in map(json.loads, out.stdout.splitlines())}
+
+
+CASES = [f"{o}-{d}-{v}" for o in ("sgd", "adam") for d in ("float64", "float32") for v in ("plain", "unused", "nosync")]
+
+
+@needs_mpi
+@pytest.mark.parametrize("case", CASES)
+def test_ddp_matches_one_process_with_the_whole_batch(equivalence, case):
+    r = equivalence[case]
+    tol = 1e-10 if "float64" in case else 1e-5
+    assert r["diff"] < tol and r["spread"] == 0.0 and r["grads_as_expected"], r
+    assert r["buckets"] >= (1 if "plain" in case else 2)
+
+
+@needs_mpi
+@pytest.mark.parametrize("n", [2, 4])
+def test_collectives(n):
+    out = mpiexec(n, "scenarios.py", "collectives")
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert all(f"collectives ok rank {r} of {n}" in out.stdout for r in range(n)), out.stdout
+
+
+@needs_mpi
+def test_a_stalled_peer_times_out_naming_the_collective():
+    t0 = time.monotonic()
+    out = mpiexec(2, "scenarios.py", "timeout")
+    wall = time.monotonic() - t0
+    assert out.returncode != 0
+    line = next(x for x in out.stdout.splitlines() if x.startswith("TIMEOUT"))
+    assert "all_reduce on rank 0 of 2" in line and "unusable" in line
+    assert 0.9 < float(line.split()[2]) < 10
+    assert "AFTER: barrier: the process group is unusable since all_reduce timed out" in out.stdout
+    assert wall < 30            # the stalled rank (sleeping 60 s) was aborted
+
+
+@needs_mpi
+def test_an_uncaught_exception_aborts_the_job():
+    t0 = time.monotonic()
+    out = mpiexec(2, "scenarios.py", "crash")
+    assert out.returncode != 0 and time.monotonic() - t0 < 30        # rank 0 waits 60 s otherwise
+    assert "boom on rank 1" in out.stderr and "aborting all 2 processes" in out.stderr
+
+
+@needs_mpi
+def test_different_models_are_refused():
+    out = mpiexec(2, "scenarios.py", "mismatch")
+    assert out.returncode != 0
+    assert "the ranks' models differ" in out.stderr and "rank 1: 2 parameters, 12 elements" in out.stderr
+
+
+@needs_mpi
+@pytest.mark.parametrize("n", [2, 4])
+def test_zero_matches_adam_and_shards_the_state(n):
+    out = mpiexec(n, "scenarios.py", "zero")
+    assert out.returncode == 0, out.stderr[-3000:]
+    r = json.loads(out.stdout.strip().splitlines()[-1])
+    assert r["diff"] == 0.0 and r["consolidated_equal"], r
+    assert r["total_state"] == r["plain_state"]               # nothing duplicated
+    # whole tensors: the largest (a 64x64 weight, 0.447 of the state) bounds the split from below
+    assert r["max_rank_ratio"] <= max(1.02 / n, 0.45), r
+
+
+def test_zero_in_a_world_of_one(world_of_one):
+
+    w = cr.nn.Parameter(np.array([1.0, 2.0]))
+    opt = ZeroRedundancyOptimizer([w], cr.optim.SGD, lr=0.5)
+    with pytest.raises(RuntimeError, match="consolidate_state_dict"):
+        opt.state_dict()
+    (w * w).sum().backward()
+    opt.step()
+    assert w.data.tolist() == [0.0, 0.0]
+    opt.consolidate_state_dict()
+    assert opt.state_dict()["param_groups"][0]["lr"] == 0.5
