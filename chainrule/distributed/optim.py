@@ -34,28 +34,41 @@ class ZeroRedundancyOptimizer(Optimizer):
     def __init__(self, params: Iterable[Any], optimizer_class: type = Adam, **defaults: Any) -> None:
         self.optimizer_class = optimizer_class
         super().__init__(params, defaults)
-        n, rank = dist.get_world_size(), dist.get_rank()
-        flat = [p for g in self.param_groups for p in g["params"]]
-        load = [0] * n
         self.owner: dict[int, int] = {}
-        for i in sorted(range(len(flat)), key=lambda i: (-flat[i].nbytes, i)):
-            r = min(range(n), key=lambda r: (load[r], r))
-            self.owner[id(flat[i])] = r
-            load[r] += flat[i].nbytes
-        self.shard_bytes = load
+        self.shard_bytes = [0] * dist.get_world_size()
+        self._assign([p for g in self.param_groups for p in g["params"]])
         self._local: list[tuple[int, dict]] = []        # (index of the full group, shard group)
         for gi, g in enumerate(self.param_groups):
-            mine = [p for p in g["params"] if self.owner[id(p)] == rank]
+            mine = [p for p in g["params"] if self.owner[id(p)] == dist.get_rank()]
             if mine:
                 self._local.append((gi, {**g, "params": mine}))
         self.optim = optimizer_class([g for _, g in self._local], **defaults) if self._local else None
         self._consolidated: dict | None = None
 
+    def _assign(self, params: list) -> None:
+        """Give each parameter an owner: largest first, to the rank with the fewest bytes so far (the
+        same on every rank)."""
+        load = self.shard_bytes
+        for i in sorted(range(len(params)), key=lambda i: (-params[i].nbytes, i)):
+            r = min(range(len(load)), key=lambda r: (load[r], r))
+            self.owner[id(params[i])] = r
+            load[r] += params[i].nbytes
+
     def add_param_group(self, group: dict) -> None:
-        if getattr(self, "owner", None) is not None:
-            raise NotImplementedError("ZeroRedundancyOptimizer: add_param_group after construction is "
-                                      "not supported; pass every group to the constructor")
+        """Add a group (on every rank, in the same order): its parameters are assigned as the
+        constructor's were, continuing from the bytes each rank already holds."""
         super().add_param_group(group)
+        if getattr(self, "owner", None) is None:            # (the constructor's own groups)
+            return
+        gi, g = len(self.param_groups) - 1, self.param_groups[-1]
+        self._assign(g["params"])
+        mine = [p for p in g["params"] if self.owner[id(p)] == dist.get_rank()]
+        if mine:
+            self._local.append((gi, {**g, "params": mine}))
+            if self.optim is None:
+                self.optim = self.optimizer_class([self._local[-1][1]], **self.defaults)
+            else:
+                self.optim.add_param_group(self._local[-1][1])
 
     def step(self, closure: Callable[[], Any] | None = None) -> Any:
         """Step the shard, then broadcast each parameter from its owner."""

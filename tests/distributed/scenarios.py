@@ -107,5 +107,27 @@ def zero():
               flush=True)
 
 
+def zero_groups():
+    """add_param_group after construction: the same updates as plain Adam given the same groups."""
+    dist.init_process_group(timeout=30)
+    a = cr.nn.Sequential(cr.nn.Linear(4, 16), cr.nn.Tanh(), cr.nn.Linear(16, 16), cr.nn.Tanh(), cr.nn.Linear(16, 2))
+    b = cr.nn.Sequential(cr.nn.Linear(4, 16), cr.nn.Tanh(), cr.nn.Linear(16, 16), cr.nn.Tanh(), cr.nn.Linear(16, 2))
+    b.load_state_dict(a.state_dict())
+    pa, pb = list(a.parameters()), list(b.parameters())
+    za = ZeroRedundancyOptimizer(pa[:2], cr.optim.Adam, lr=0.01)
+    ob = cr.optim.Adam(pb[:2], lr=0.01)
+    za.add_param_group({"params": pa[2:], "lr": 0.03})
+    ob.add_param_group({"params": pb[2:], "lr": 0.03})
+    for step in range(10):
+        x = cr.tensor(np.random.default_rng(step).standard_normal((8, 4)).astype(np.float32))
+        for m, o in ((a, za), (b, ob)):
+            (m(x) ** 2).mean().backward()
+            o.step()
+            o.zero_grad()
+    diff = max(float(np.abs(p.data - q.data).max()) for p, q in zip(pa, pb))
+    if dist.get_rank() == 0:
+        print(json.dumps({"diff": diff, "owners": sorted(set(za.owner.values()))}), flush=True)
+
+
 if __name__ == "__main__":
     globals()[sys.argv[1]]()

@@ -196,6 +196,14 @@ def test_zero_matches_adam_and_shards_the_state(n):
     assert r["max_rank_ratio"] <= max(1.02 / n, 0.45), r
 
 
+@needs_mpi
+def test_zero_add_param_group_after_construction():
+    out = mpiexec(2, "scenarios.py", "zero_groups")
+    assert out.returncode == 0, out.stderr[-3000:]
+    r = json.loads(out.stdout.strip().splitlines()[-1])
+    assert r["diff"] == 0.0 and r["owners"] == [0, 1], r      # both ranks own part of the new group
+
+
 def test_zero_in_a_world_of_one(world_of_one):
 
     w = cr.nn.Parameter(np.array([1.0, 2.0]))
