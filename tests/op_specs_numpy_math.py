@@ -166,8 +166,8 @@ SPECS: list = [
     OpSpec("copy", cr.positive, id="positive", torch_fn=_t("positive")),
     OpSpec("real", lambda x: cr.real_if_close(cr.astype(x, np.complex128)), id="real_if_close",
            torch_fn=_tl(lambda t, x: t.real(x.to(t.complex128)))),
-    OpSpec("numpy_sinc", cr.sinc, id="sinc", order=3, torch_fn=_t("sinc")),
-    OpSpec("numpy_sinc", cr.sinc, id="sinc-near-zero", domain=(-0.4, 0.4), order=3, torch_fn=_t("sinc")),
+    OpSpec("sinc", cr.sinc, id="sinc", order=3, torch_fn=_t("sinc")),
+    OpSpec("sinc", cr.sinc, id="sinc-near-zero", domain=(-0.4, 0.4), order=3, torch_fn=_t("sinc")),
     OpSpec("spacing", cr.spacing, order=1),
     OpSpec("add", lambda x: cr.unwrap(x * 3.0), id="unwrap", shapes=((3, 8),), torch_fn=_tl(_t_unwrap)),
     OpSpec("multiply", cr.polyval, id="polyval", shapes=((4,), (3, 4)), torch_fn=_tl(_t_horner)),
@@ -198,8 +198,8 @@ SPECS: list = [
 ]
 
 COMPLEX_SPECS: list = [
-    OpSpec("numpy_sinc", cr.sinc, id="sinc", kinds="c", torch_fn=_t("sinc")),
-    OpSpec("numpy_sinc", cr.sinc, id="sinc-near-zero", kinds="c", domain=(-0.2, 0.2), imag=(-0.2, 0.2),
+    OpSpec("sinc", cr.sinc, id="sinc", kinds="c", torch_fn=_t("sinc")),
+    OpSpec("sinc", cr.sinc, id="sinc-near-zero", kinds="c", domain=(-0.2, 0.2), imag=(-0.2, 0.2),
            torch_fn=_t("sinc")),
     OpSpec("power", cr.float_power, id="float_power", shapes=BCAST, kinds="cc",
            domains=((0.5, 2.0), (-1.5, 1.5)), imag=_NARROW, torch_fn=_t("float_power")),

@@ -311,18 +311,24 @@ def broadcast(tensor: Any, src: int = 0, async_op: bool = False) -> Work | None:
     return _run(group, name, req, done, async_op)
 
 
+def _one_per_rank(name: str, what: str, tensors: list, group: Any, ref: Any, ref_name: str) -> list:
+    """The arrays of ``tensors``, checked: one per rank, each of ``ref``'s shape and dtype."""
+    if len(tensors) != group.size:
+        raise ValueError(f"{name}: {what} has {len(tensors)} entries, the world has {group.size}")
+    arrays = [_array(t, name) for t in tensors]
+    for i, a in enumerate(arrays):
+        if a.shape != ref.shape or a.dtype != ref.dtype:
+            raise ValueError(f"{name}: {what}[{i}] is {a.dtype}{list(a.shape)}, {ref_name} is "
+                             f"{ref.dtype}{list(ref.shape)}")
+    return arrays
+
+
 def all_gather(tensor_list: list, tensor: Any, async_op: bool = False) -> Work | None:
     """Fill ``tensor_list[r]`` with rank r's ``tensor`` (same shape and dtype on every rank)."""
     name = "all_gather"
     group = _group(name)
     arr = _array(tensor, name)
-    if len(tensor_list) != group.size:
-        raise ValueError(f"{name}: tensor_list has {len(tensor_list)} entries, the world has {group.size}")
-    outs = [_array(t, name) for t in tensor_list]
-    for i, o in enumerate(outs):
-        if o.shape != arr.shape or o.dtype != arr.dtype:
-            raise ValueError(f"{name}: tensor_list[{i}] is {o.dtype}{list(o.shape)}, the tensor is "
-                             f"{arr.dtype}{list(arr.shape)}")
+    outs = _one_per_rank(name, "tensor_list", tensor_list, group, arr, "the tensor")
     send, _ = _wire(arr)
     recv = np.empty((group.size, *send.shape), send.dtype)
 
@@ -343,13 +349,7 @@ def reduce_scatter(output: Any, input_list: list, op: ReduceOp = ReduceOp.SUM,
     name = "reduce_scatter"
     group = _group(name)
     out = _array(output, name)
-    if len(input_list) != group.size:
-        raise ValueError(f"{name}: input_list has {len(input_list)} entries, the world has {group.size}")
-    ins = [_array(t, name) for t in input_list]
-    for i, a in enumerate(ins):
-        if a.shape != out.shape or a.dtype != out.dtype:
-            raise ValueError(f"{name}: input_list[{i}] is {a.dtype}{list(a.shape)}, the output is "
-                             f"{out.dtype}{list(out.shape)}")
+    ins = _one_per_rank(name, "input_list", input_list, group, out, "the output")
     mop = _op(group, op, name, out.dtype)
     if group.size == 1:
         np.copyto(out, ins[0])

@@ -193,6 +193,33 @@ def _astype_forward(x: Any, dtype: Any) -> Any:
 ASTYPE = defprim("astype", _astype_forward, vjps=(passthrough,), jvps="linear", complex="own")
 
 
+# NumPy's normalised sinc, sin(pi x) / (pi x) (cr.sinc and cr.special.sinc). sinc(x) = sum_k (-1)^k
+# (pi x)^(2k) / (2k+1)!, so sinc'(x) = x * sum_{k>=1} c_k (x^2)^(k-1): a Taylor polynomial where
+# |pi x| < 1 (the closed form (cos(pi x) - sinc(x)) / x cancels there; the polynomial is exact at 0
+# to every order, sinc''(0) = -pi^2/3), the closed form elsewhere; holomorphic.
+_SINC_C = (-(math.pi ** 2) / 3,) + tuple((-1) ** k * 2 * k * math.pi ** (2 * k) / math.factorial(2 * k + 1)
+                                         for k in range(2, 13))
+
+
+def _dsinc(x: Any) -> Any:
+    small = np.abs(raw(x)) < 1.0 / math.pi
+    parts = []
+    if small.any():
+        xs = where(small, x, 0.0)
+        u = xs * xs
+        q = _SINC_C[-1]
+        for c in reversed(_SINC_C[:-1]):
+            q = q * u + c
+        parts.append(xs * q)
+    if not small.all():
+        xb = where(small, 1.0, x)
+        parts.append((cos(xb * math.pi) - sinc(xb)) / xb)
+    return parts[0] if len(parts) == 1 else where(small, parts[0], parts[1])
+
+
+SINC = defprim("sinc", np.sinc, rules=(lambda g, out, x: g * _dsinc(x),), saves="x", complex="holomorphic")
+
+
 # ----- binary -----
 ADD = defprim("add", np.add, rules=(passthrough, passthrough), complex="linear")
 SUBTRACT = defprim("subtract", np.subtract, rules=(passthrough, lambda g, out, x, y: -g), complex="linear")
@@ -334,6 +361,17 @@ sigmoid, relu, softplus, erf, gelu, abs, reciprocal, square = map(
     _unary_fn, (SIGMOID, RELU, SOFTPLUS, ERF, GELU, ABS, RECIPROCAL, SQUARE))
 sign, floor, ceil, copy, conj, angle = map(_unary_fn, (SIGN, FLOOR, CEIL, COPY, CONJ, ANGLE))
 _real, _imag = map(_unary_fn, (REAL, IMAG))
+
+
+def sinc(x: Any) -> Any:
+    """NumPy's normalised sinc, ``sin(pi x) / (pi x)`` (1 at 0); real or complex. sinc'(0) = 0 and
+    sinc''(0) = -pi**2 / 3 exactly (``numpy.sinc``, ``scipy.special.sinc``).
+
+    >>> import chainrule as cr
+    >>> cr.sinc(cr.tensor([0.0, 0.5], dtype=cr.float64)).data
+    array([1.        , 0.63661977])
+    """
+    return apply(SINC, (x,))
 conjugate = conj
 isnan, isfinite, isinf, logical_not = map(_unary_fn, (ISNAN, ISFINITE, ISINF, LOGICAL_NOT))
 add, subtract, multiply, divide, power, maximum, minimum, arctan2 = map(

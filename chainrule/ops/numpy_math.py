@@ -36,7 +36,6 @@ from .elementwise import (
     astype,
     conj,
     copy,
-    cos,
     equal,
     exp2,
     isnan,
@@ -49,6 +48,7 @@ from .elementwise import (
     where,
     zeros_like,
 )
+from .elementwise import sinc as sinc  # (listed in NAMES: cr.sinc, np.sinc dispatch)
 from .linalg import matmul, solve
 from .reduction import sum
 from .shape import (
@@ -123,35 +123,6 @@ LDEXP = defprim("ldexp", np.ldexp, rules=(lambda g, out, x, y: apply(LDEXP, (g, 
                 saves="y", needs={0: (1,), 1: ()}, hint="The exponent must be an integer array.")
 
 
-def _sinc_deriv_coefficients(terms: int) -> tuple:
-    # sinc(x) = sum_k (-1)^k (pi x)^(2k) / (2k+1)!, so sinc'(x) = x * sum_{k>=1} c_k (x^2)^(k-1)
-    return tuple((-1) ** k * 2 * k * _PI ** (2 * k) / math.factorial(2 * k + 1) for k in range(1, terms + 1))
-
-
-_SINC_C = (-(_PI ** 2) / 3,) + _sinc_deriv_coefficients(12)[1:]    # c_1 = -pi^2/3 to the last bit
-_SINC_SMALL = 1.0 / _PI                   # |pi x| < 1: the series (12 terms) is exact to rounding
-
-
-def _dsinc(x: Any) -> Any:
-    """sinc'(x) without cancellation: a Taylor polynomial for |x| < 1/pi (exact at 0 to every order),
-    (cos(pi x) - sinc(x)) / x elsewhere; holomorphic, so complex x works as is."""
-    small = np.abs(raw(x)) < _SINC_SMALL
-    parts = []
-    if small.any():
-        xs = where(small, x, 0.0)
-        u = xs * xs
-        q = _SINC_C[-1]
-        for c in reversed(_SINC_C[:-1]):
-            q = q * u + c
-        parts.append(xs * q)
-    if not small.all():
-        xb = where(small, 1.0, x)
-        parts.append((cos(xb * _PI) - sinc(xb)) / xb)
-    return parts[0] if len(parts) == 1 else where(small, parts[0], parts[1])
-
-
-# "numpy_sinc": cr.special (scipy.special's namespace) declares its own "sinc" primitive
-SINC = defprim("numpy_sinc", np.sinc, rules=(lambda g, out, x: g * _dsinc(x),), saves="x", complex="holomorphic")
 
 
 def _in_float64(fn: Callable) -> Callable:
@@ -269,15 +240,6 @@ def frexp(x: Any, out: Any = None) -> tuple:
     return apply(LDEXP, (x, -e)), _wrap(e)
 
 
-def sinc(x: Any) -> Any:
-    """NumPy's normalised sinc, ``sin(pi x) / (pi x)`` (1 at 0); real or complex. sinc'(0) = 0 and
-    sinc''(0) = -pi**2 / 3 exactly.
-
-    >>> import chainrule as cr
-    >>> cr.sinc(cr.tensor([0.0, 0.5], dtype=cr.float64)).data
-    array([1.        , 0.63661977])
-    """
-    return apply(SINC, (x,))
 
 
 def i0(x: Any) -> Any:

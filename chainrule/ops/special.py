@@ -23,7 +23,8 @@ from .._dtypes import LOW_PRECISION, accumulate
 from ..errors import GraphError
 from ..tensor import Tensor, wrap
 from ._registry import apply, defprim, keeping_zero, raw, unary
-from .elementwise import abs, cos, erf, exp, log, log1p, sign, where
+from .elementwise import abs, erf, exp, log, log1p, sign, where
+from .elementwise import sinc as _sinc
 from .nn import log_softmax as _log_softmax_along
 from .nn import softmax as _softmax_along
 from .reduction import logsumexp as _logsumexp
@@ -179,25 +180,6 @@ I1 = unary("i1", _sc.i1, lambda out, x: i0(x) + _i1_over_x(out, x, -0.5), saves=
 I1E = unary("i1e", _sc.i1e, lambda out, x: i0e(x) + _i1_over_x(out, x, -0.5) - sign(x) * out, saves="x out")
 
 
-# ----- sinc (NumPy's: sin(pi x) / (pi x)) -----
-# sinc'(x) = sum_k>=1 (-1)^k 2k pi^2k x^(2k-1) / (2k+1)!, used where |x| < 0.05 (the closed form
-# (cos(pi x) - sinc(x)) / x cancels there); exact at 0 to every order (sinc''(0) = -pi^2 / 3)
-_SINC_SERIES = tuple((-1) ** k * 2 * k * _PI ** (2 * k) / math.factorial(2 * k + 1) for k in range(1, 8))
-
-
-def _dsinc(x: Any) -> Any:
-    small = np.abs(raw(x)) < 0.05
-    xs = where(small, 1.0, x)
-    closed = (cos(_PI * xs) - sinc(xs)) / xs
-    xt = where(small, x, 0.0)
-    x2 = xt * xt
-    series = _SINC_SERIES[-1]
-    for c in _SINC_SERIES[-2::-1]:
-        series = series * x2 + c
-    return where(small, series * xt, closed)
-
-
-SINC = unary("sinc", np.sinc, lambda out, x: _dsinc(x), complex="holomorphic")
 
 
 # ----- public functions -----
@@ -276,13 +258,7 @@ i1 = _fn1(I1, "Modified Bessel function of order 1 (``scipy.special.i1``); deriv
 i1e = _fn1(I1E, "Exponentially scaled i1 (``scipy.special.i1e``); derivative i0e(x) - i1e(x)/x - sign(x) i1e(x).")
 
 
-sinc = _fn1(SINC, """Normalized sinc ``sin(pi x) / (pi x)`` (``scipy.special.sinc``, NumPy's), real or complex;
-    exact derivatives at 0 (sinc'(0) = 0, sinc''(0) = -pi^2 / 3).
-
-    >>> import chainrule as cr
-    >>> cr.special.sinc(cr.tensor([0.0, 0.5]))
-    tensor([1.        , 0.63661975])
-    """)
+sinc = _sinc                         # NumPy's normalised sinc: one primitive (ops.elementwise)
 
 
 def polygamma(n: Any, x: Any) -> Any:
