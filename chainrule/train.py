@@ -2,12 +2,19 @@
 
 The loop is ``fit(model, optimizer, loader, ..., step=train_step)``: forward, loss, backward and
 update live in the step function, so a variant (mixed precision, loss scaling) swaps only that.
+
+``--nproc N`` re-launches the job under the mpich wheel's ``mpiexec -n N`` (the ``mpi`` extra):
+each process takes batch/N examples of every batch (``DistributedSampler`` over the order one
+process would draw), the model is wrapped in ``DistributedDataParallel``, and rank 0 prints the
+metrics, which equal one process's up to float rounding.
 """
 from __future__ import annotations
 
 import argparse
 import math
 import os
+import shutil
+import subprocess
 import sys
 import time
 from typing import Any, Callable
@@ -16,8 +23,10 @@ from . import data, nn, optim
 from ._backend import np
 from ._dtypes import bfloat16, float16, float32
 from .amp import GradScaler, autocast
+from .distributed import collectives as dist
 from .grad_mode import no_grad
 from .nn import functional as F
+from .nn.parallel import DistributedDataParallel
 from .precision import StaleMeter, grad_stats, plot_scale, summarize
 from .tensor import Tensor
 
@@ -216,34 +225,120 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument("--precision", choices=("fp32", "bf16", "fp16"), default="fp32",
                    help="bf16: autocast + float32 master weights; fp16: autocast + dynamic loss scaling")
+    p.add_argument("--nproc", type=int, default=None,
+                   help="data-parallel processes: re-launch under mpiexec -n NPROC, batch-size/NPROC "
+                        "examples per process (needs pip install \"chainrule[mpi]\"); default: the "
+                        "launcher's world size, else 1")
     return p
 
 
+def find_mpiexec() -> str | None:
+    """The mpich wheel's ``mpiexec`` (next to this Python), else the first on PATH."""
+    here = os.path.join(os.path.dirname(sys.executable), "mpiexec")
+    return here if os.path.exists(here) else shutil.which("mpiexec")
+
+
+def relaunch(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParser) -> int:
+    """Run this same command under ``mpiexec -n args.nproc``; its exit status."""
+    extra = 'pip install "chainrule[mpi]"'
+    if dist.mpi4py is None:
+        p.error(f"--nproc {args.nproc} needs mpi4py and an MPI launcher, which are not installed; {extra}")
+    mpiexec = find_mpiexec()
+    if mpiexec is None:
+        p.error(f"--nproc {args.nproc}: no mpiexec next to {sys.executable} or on PATH; {extra} "
+                f"(the mpich wheel brings one)")
+    cmd = [mpiexec, "-n", str(args.nproc), sys.executable, "-m", "chainrule", "train", *argv]
+    return subprocess.run(cmd, env=launch_env(args.nproc)).returncode
+
+
+_THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+def launch_env(nproc: int) -> dict:
+    """The environment for ``nproc`` processes on this machine: this chainrule importable, and
+    (unless set) BLAS threads capped at cores/nproc, since N processes each spinning a full set of
+    OpenBLAS threads made a DDP step 13x slower on 2 cores (docs/distributed.md)."""
+    env = dict(os.environ)
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    for k in _THREAD_VARS:
+        env.setdefault(k, str(max(1, cores // nproc)))
+    return env
+
+
+class _GlobalLoss:
+    """A step that returns the batch loss averaged over the ranks (the loss of the whole batch)."""
+
+    def __init__(self, step: StepFn) -> None:
+        self.step = step
+
+    def __call__(self, model: Any, optimizer: Any, xb: Any, yb: Any) -> float:
+        loss = np.array([self.step(model, optimizer, xb, yb)])
+        dist.all_reduce(loss, dist.ReduceOp.AVG)
+        return float(loss[0])
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    p = parser()
+    args = p.parse_args(argv)
+    if args.nproc is not None and args.nproc < 1:
+        p.error(f"--nproc must be >= 1, got {args.nproc}")
+    launched = dist.launched_by_mpi() is not None
+    nproc = args.nproc or 1
+    if nproc > 1 and args.batch_size % nproc:
+        p.error(f"--batch-size {args.batch_size} does not split evenly over --nproc {nproc} processes; "
+                f"use a batch size divisible by {nproc}")
+    if nproc > 1 and not launched:
+        return relaunch(args, argv, p)
     start = time.perf_counter()
+    if launched:
+        dist.init_process_group()
+    world = dist.get_world_size() if launched else 1
+    rank = dist.get_rank() if launched else 0
+    if args.nproc is not None and args.nproc != world:
+        p.error(f"--nproc {args.nproc} but the launcher started {world} processes; drop --nproc under "
+                f"an MPI launcher, or make the two agree")
+    if args.batch_size % world:
+        p.error(f"--batch-size {args.batch_size} does not split evenly over {world} processes; use a "
+                f"batch size divisible by {world}")
+    out = print if rank == 0 else _silent
     rng = np.random.default_rng(args.seed)
     x_tr, y_tr, x_te, y_te, n_features, n_classes = prepare(args.data, args.model, args.seed)
     model = build_model(args.model, n_features, n_classes, generator=rng)
     epochs = args.epochs or (30 if args.model == "mlp" else 15)
     optimizer = optim.Adam(model.parameters(), lr=args.lr or 3e-3)
     scheduler = optim.CosineAnnealingLR(optimizer, T_max=epochs)
-    loader = data.DataLoader(x_tr, y_tr, args.batch_size, shuffle=True, generator=rng)
+    # the order one process draws (from the generator that initialized the model), split by rank
+    sampler = data.DistributedSampler(len(x_tr), num_replicas=world, rank=rank, generator=rng)
+    loader = data.DataLoader(x_tr, y_tr, args.batch_size // world, sampler=sampler)
     n_params = sum(p.size for p in model.parameters())
-    print(f"training a {args.model.upper()} ({n_params:,} parameters) on {len(x_tr)} examples, "
-          f"testing on {len(x_te)}; {epochs} epochs, batch {args.batch_size}, Adam + cosine schedule")
+    split = f" ({args.batch_size // world} on each of {world} processes)" if world > 1 else ""
+    out(f"training a {args.model.upper()} ({n_params:,} parameters) on {len(x_tr)} examples, "
+        f"testing on {len(x_te)}; {epochs} epochs, batch {args.batch_size}{split}, Adam + cosine schedule")
     mixed = MixedPrecisionStep(args.precision) if args.precision != "fp32" else None
+    step: StepFn = mixed or train_step
+    if world > 1:
+        model = DistributedDataParallel(model)
+        step = _GlobalLoss(step)
     history = fit(model, optimizer, loader, x_te, y_te, epochs, scheduler=scheduler,
-                  progress=not args.quiet, step=mixed or train_step)
+                  progress=not args.quiet and rank == 0, step=step, log=out)
     if mixed is not None:
-        print(mixed.summary())
+        out(mixed.summary())
     wall = time.perf_counter() - start
-    print(f"test accuracy {history['val_acc'][-1]:.2%}  (wall time {wall:.1f} s)")
-    if args.out:
+    out(f"test accuracy {history['val_acc'][-1]:.2%}  (wall time {wall:.1f} s)")
+    if args.out and rank == 0:
         paths = save_plots(history, args.out)
         if mixed is not None and mixed.scaler is not None \
                 and plot_scale(mixed.history, os.path.join(args.out, "loss_scale.png")):
             paths.append(os.path.join(args.out, "loss_scale.png"))
         print("plots: " + ", ".join(paths) if paths else
               "plots skipped: matplotlib is not installed (pip install 'chainrule[plot]')")
+    if launched:
+        dist.destroy_process_group()
     return 0
+
+
+def _silent(*args: Any, **kwargs: Any) -> None:
+    """``print`` on the ranks other than 0."""

@@ -184,6 +184,10 @@ class DistributedSampler:
     (all but the dropped tail with ``drop_last``); each has ``len(sampler)`` indices. Call
     ``set_epoch(epoch)`` before each epoch for a new order.
 
+    ``generator``: draw each epoch's permutation from this NumPy generator instead (not in PyTorch);
+    every replica must hold one in the same state. ``python -m chainrule train --nproc N`` passes the
+    generator that initialized the model, so N processes shuffle exactly as one process does.
+
     ``num_replicas`` and ``rank`` must be given: the data layer sits below ``cr.distributed``, so
     under data parallelism pass ``num_replicas=cr.distributed.get_world_size(),
     rank=cr.distributed.get_rank()``; a single process passes ``num_replicas=1, rank=0``.
@@ -194,7 +198,7 @@ class DistributedSampler:
     """
 
     def __init__(self, dataset_or_n: Any, num_replicas: int | None = None, rank: int | None = None,
-                 shuffle: bool = True, seed: int = 0, drop_last: bool = False) -> None:
+                 shuffle: bool = True, seed: int = 0, drop_last: bool = False, generator: Any = None) -> None:
         if num_replicas is None or rank is None:
             raise ValueError("DistributedSampler: pass num_replicas= and rank= (with cr.distributed: "
                              "num_replicas=cr.distributed.get_world_size(), rank=cr.distributed.get_rank(); "
@@ -208,7 +212,7 @@ class DistributedSampler:
             raise ValueError(f"DistributedSampler: invalid rank {rank}, rank should be in the interval "
                              f"[0, {num_replicas - 1}]")
         self.n, self.num_replicas, self.rank = int(n), int(num_replicas), int(rank)
-        self.shuffle, self.seed, self.drop_last = shuffle, int(seed), drop_last
+        self.shuffle, self.seed, self.drop_last, self.generator = shuffle, int(seed), drop_last, generator
         self.epoch = 0
         if drop_last and self.n % self.num_replicas:
             self.num_samples = math.ceil((self.n - self.num_replicas) / self.num_replicas)
@@ -225,7 +229,8 @@ class DistributedSampler:
 
     def __iter__(self) -> Iterator[int]:
         if self.shuffle:
-            indices = np.random.default_rng(self.seed + self.epoch).permutation(self.n).tolist()
+            rng = self.generator if self.generator is not None else np.random.default_rng(self.seed + self.epoch)
+            indices = rng.permutation(self.n).tolist()
         else:
             indices = list(range(self.n))
         if not self.drop_last:

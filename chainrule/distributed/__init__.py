@@ -22,6 +22,7 @@ from .collectives import (
     barrier,
     broadcast,
     destroy_process_group,
+    gather_object,
     get_backend,
     get_rank,
     get_world_size,
@@ -32,5 +33,6 @@ from .collectives import (
 )
 
 __all__ = ["DistributedError", "DistributedTimeoutError", "ReduceOp", "Work", "all_gather", "all_reduce",
-           "barrier", "broadcast", "destroy_process_group", "get_backend", "get_rank", "get_world_size",
-           "init_process_group", "is_initialized", "launched_by_mpi", "optim", "reduce_scatter"]
+           "barrier", "broadcast", "destroy_process_group", "gather_object", "get_backend", "get_rank",
+           "get_world_size", "init_process_group", "is_initialized", "launched_by_mpi", "optim",
+           "reduce_scatter"]

@@ -12,6 +12,7 @@ from typing import Any, Callable, Iterable
 from .._backend import np
 from ..grad_mode import enable_grad
 from ..optim import Adam, Optimizer
+from ..tensor import Tensor
 from . import collectives as dist
 
 
@@ -32,8 +33,11 @@ class ZeroRedundancyOptimizer(Optimizer):
     """
 
     def __init__(self, params: Iterable[Any], optimizer_class: type = Adam, **defaults: Any) -> None:
-        self.optimizer_class = optimizer_class
-        super().__init__(params, defaults)
+        self.optimizer_class, self._kwargs = optimizer_class, defaults
+        # every hyperparameter of the inner optimizer (its defaults filled in), so that param_groups
+        # and the consolidated state dict are the plain optimizer's: a checkpoint carries betas, eps...
+        full = optimizer_class([Tensor(np.zeros(1), requires_grad=True)], **defaults).defaults
+        super().__init__(params, dict(full))
         self.owner: dict[int, int] = {}
         self.shard_bytes = [0] * dist.get_world_size()
         self._assign([p for g in self.param_groups for p in g["params"]])
@@ -66,7 +70,7 @@ class ZeroRedundancyOptimizer(Optimizer):
         if mine:
             self._local.append((gi, {**g, "params": mine}))
             if self.optim is None:
-                self.optim = self.optimizer_class([self._local[-1][1]], **self.defaults)
+                self.optim = self.optimizer_class([self._local[-1][1]], **self._kwargs)
             else:
                 self.optim.add_param_group(self._local[-1][1])
 
@@ -93,13 +97,15 @@ class ZeroRedundancyOptimizer(Optimizer):
         return sum(v.nbytes for s in self.optim.state.values() for v in s.values() if isinstance(v, np.ndarray))
 
     def consolidate_state_dict(self, to: int = 0) -> None:
-        """Collect every shard's state on rank ``to`` (a collective: call it on every rank)."""
+        """Collect every shard's state on rank ``to`` (a collective: call it on every rank; bounded
+        by the group's timeout)."""
         index = {id(p): i for i, p in enumerate(p for g in self.param_groups for p in g["params"])}
         mine = {} if self.optim is None else {index[id(p)]: s for p, s in self.optim.state.items()}
-        group = dist._group("consolidate_state_dict")
-        shards = [mine] if group.size == 1 else group.comm.gather(mine, root=to)
+        rank = dist.get_rank()
+        shards: list = [None] * dist.get_world_size()
+        dist.gather_object(mine, shards if rank == to else None, dst=to)
         full = Optimizer.state_dict(self)
-        if group.rank == to:
+        if rank == to:
             for shard in shards:
                 full["state"].update({k: {n: (np.array(v, copy=True) if isinstance(v, np.ndarray) else v)
                                           for n, v in s.items()} for k, s in shard.items()})
@@ -116,12 +122,16 @@ class ZeroRedundancyOptimizer(Optimizer):
         return self._consolidated
 
     def load_state_dict(self, state_dict: dict) -> None:
-        """Load a full state dict (from ``state_dict()``): each rank keeps the entries it owns."""
+        """Load a full state dict (from ``state_dict()`` or the plain optimizer's, saved with any number
+        of ranks): each rank keeps the entries of the parameters it owns now, and every group takes
+        the saved hyperparameters."""
         Optimizer.load_state_dict(self, state_dict)          # checks, and sets the hyperparameters
         full, self.state = self.state, {}
         if self.optim is not None:
-            self.optim.state = {p: s for p, s in full.items() if id(p) in {id(q) for g in self.optim.param_groups
-                                                                           for q in g["params"]}}
+            mine = {id(q) for g in self.optim.param_groups for q in g["params"]}
+            self.optim.state = {p: s for p, s in full.items() if id(p) in mine}
+            for (gi, _), inner in zip(self._local, self.optim.param_groups):
+                inner.update({k: v for k, v in self.param_groups[gi].items() if k != "params"})
 
     def update(self, p: Any, g: Any, state: dict, group: dict) -> None:
         raise TypeError("ZeroRedundancyOptimizer steps its shard's optimizer; it has no update rule")

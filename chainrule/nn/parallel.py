@@ -2,11 +2,12 @@
 
 The parameters are cut into buckets (about ``bucket_cap_mb`` each) in reverse registration order,
 the order in which a backward usually produces their gradients, and the buckets are the same on
-every rank. A post-accumulate-grad hook copies each gradient into its bucket; a bucket whose
-gradients are all in starts a non-blocking all-reduce at once (buckets start in index order on
-every rank, so the collectives match), and the hooks drive MPI's progress with ``Test``. A
-callback queued on the backward (``cr.autograd.queue_callback``) starts what is left, waits, and
-writes back the averages before ``backward()`` returns.
+every rank. A post-accumulate-grad hook copies each gradient, divided by the world size, into its
+bucket (one pass); a bucket whose gradients are all in starts a non-blocking all-reduce at once
+(buckets start in index order on every rank, so the collectives match), and the hooks drive MPI's
+progress with ``Test``. A callback queued on the backward (``cr.autograd.queue_callback``) starts
+what is left and waits; each ``.grad`` is then a view of its reduced bucket (no copy), so every
+backward fills new buckets.
 
 Each bucket carries one "has a gradient" flag per parameter, reduced with the values: a parameter
 that got no gradient on some ranks is averaged with zeros from those ranks, one that got none on
@@ -26,24 +27,27 @@ from .module import Module
 
 
 class _Bucket:
-    def __init__(self, index: int, params: list, dtype: Any) -> None:
-        self.index, self.params, self.dtype = index, params, dtype
+    def __init__(self, index: int, params: list, dtype: Any, scale: float) -> None:
+        self.index, self.params, self.dtype, self.scale = index, params, dtype, scale
         self.offsets, n = [], 0
         for p in params:
             self.offsets.append(n)
             n += p.size
         self.numel = n
-        self.buffer = np.zeros(n + len(params), dtype)     # values, then one has-grad flag per param
+        self.buffer: Any = None      # values, then one has-grad flag per param; new each step
         self.ready: set[int] = set()
         self.work: dist.Work | None = None
 
     def put(self, i: int, grad: Any) -> None:
+        """Copy the gradient of parameter ``i``, divided by the world size, into the buffer."""
+        if self.buffer is None:
+            self.buffer = np.empty(self.numel + len(self.params), self.dtype)
         p, o = self.params[i], self.offsets[i]
         if grad is None:
             self.buffer[o:o + p.size] = 0
             self.buffer[self.numel + i] = 0
         else:
-            self.buffer[o:o + p.size] = np.ravel(grad)
+            np.multiply(np.ravel(grad), self.scale, out=self.buffer[o:o + p.size], casting="unsafe")
             self.buffer[self.numel + i] = 1
         self.ready.add(i)
 
@@ -96,7 +100,7 @@ class DistributedDataParallel(Module):
 
             def close(dtype: Any) -> None:
                 params, _ = open_.pop(dtype)
-                b = _Bucket(len(buckets), params, dtype)
+                b = _Bucket(len(buckets), params, dtype, 1.0 / dist.get_world_size())
                 buckets.append(b)
                 for i, q in enumerate(params):
                     where[id(q)] = (b, i)
@@ -192,17 +196,17 @@ class DistributedDataParallel(Module):
         object.__setattr__(self, "_queued", False)
         try:
             self._launch(complete_only=False)
-            n = dist.get_world_size()
             for b in self._buckets:
                 b.work.wait()
                 flags = b.buffer[b.numel:]
                 for i, p in enumerate(b.params):
                     if flags[i].real > 0:
                         o = b.offsets[i]
-                        g = (b.buffer[o:o + p.size] / n).astype(p.dtype, copy=False).reshape(p.shape)
-                        p.grad = Tensor(g)
+                        # a view of the buffer (no copy): the next step writes a new buffer
+                        p.grad = Tensor(b.buffer[o:o + p.size].astype(p.dtype, copy=False).reshape(p.shape))
         finally:
             object.__setattr__(self, "_next", 0)
             for b in self._buckets:
                 b.ready.clear()
                 b.work = None
+                b.buffer = None

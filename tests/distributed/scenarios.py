@@ -1,5 +1,7 @@
 """Run under ``mpiexec -n N python scenarios.py NAME``: one scenario each; the test reads the output."""
 import json
+import os
+import signal
 import sys
 import time
 
@@ -61,11 +63,75 @@ def timeout():
     raise RuntimeError("rank 0 gives up")
 
 
-def crash():
+def _leave_while_rank_0_waits(how):
+    """Rank 1 leaves (``how``) while rank 0 waits in an all_reduce with a 60 s deadline; rank 1 prints
+    the wall-clock time it left at, so the test can bound how long the job outlives it."""
     dist.init_process_group(timeout=60)
     if dist.get_rank() == 1:
-        raise ValueError("boom on rank 1")
-    dist.barrier()                         # never completes: rank 1's abort ends the job
+        time.sleep(0.3)                    # rank 0 is inside the all_reduce by now
+        print(f"LEFT AT {time.time():.3f}", flush=True)
+        how()
+    dist.all_reduce(cr.ones(3))
+    print("rank 0 finished the all_reduce (it must not)", flush=True)
+
+
+def _boom():
+    raise ValueError("boom on rank 1")
+
+
+def crash():
+    _leave_while_rank_0_waits(_boom)
+
+
+def killed():
+    _leave_while_rank_0_waits(lambda: os.kill(os.getpid(), signal.SIGKILL))
+
+
+def exits():
+    _leave_while_rank_0_waits(lambda: sys.exit(3))
+
+
+def exits_zero():
+    _leave_while_rank_0_waits(lambda: sys.exit(0))
+
+
+def ends_normally():
+    """Every rank leaves without destroy_process_group after matching collectives: rc 0."""
+    dist.init_process_group(timeout=30)
+    for _ in range(3):
+        dist.all_reduce(cr.ones(1000))
+    if dist.get_rank() == 0:
+        time.sleep(0.3)                    # the others exit first; rank 0 must not see an error
+    print(f"ended rank {dist.get_rank()}", flush=True)
+
+
+def seeds():
+    """Unseeded: each rank's default generator differs; manual_seed(s) on a rank gives exactly s."""
+    dist.init_process_group(timeout=30)
+    r, n = dist.get_rank(), dist.get_world_size()
+    first = cr.random.default_generator.random()
+    draws = [None] * n
+    dist.gather_object(first, draws if r == 0 else None, dst=0)
+    cr.random.manual_seed(7)
+    mine = cr.random.default_generator.random()
+    if r == 0:
+        print(json.dumps({"distinct": len(set(draws)) == n, "seeded_equal": mine == np.random.default_rng(7).random()}),
+              flush=True)
+
+
+def stalled_consolidate():
+    """Rank 1 never joins consolidate_state_dict: rank 0 times out after 1 s."""
+    dist.init_process_group(timeout=1.0)
+    w = cr.nn.Parameter(np.ones(4))
+    opt = ZeroRedundancyOptimizer([w], cr.optim.Adam, lr=0.1)
+    if dist.get_rank() == 1:
+        time.sleep(60)
+    t0 = time.monotonic()
+    try:
+        opt.consolidate_state_dict(to=0)
+    except dist.DistributedTimeoutError as e:
+        print(f"TIMEOUT after {time.monotonic() - t0:.2f} s: {e}", flush=True)
+        raise
 
 
 def mismatch():
@@ -77,6 +143,8 @@ def zero():
     """ZeRO-1 against plain Adam (the same gradients on every rank); prints one JSON line from rank 0."""
     dist.init_process_group(timeout=30)
     r, n = dist.get_rank(), dist.get_world_size()
+    cr.random.manual_seed(0)               # the same model on every rank (no DDP to broadcast it)
+
     def build():
         return cr.nn.Sequential(cr.nn.Linear(8, 64), cr.nn.Tanh(), cr.nn.Linear(64, 64), cr.nn.Tanh(),
                                 cr.nn.Linear(64, 64), cr.nn.Tanh(), cr.nn.Linear(64, 4))
@@ -110,6 +178,7 @@ def zero():
 def zero_groups():
     """add_param_group after construction: the same updates as plain Adam given the same groups."""
     dist.init_process_group(timeout=30)
+    cr.random.manual_seed(0)
     a = cr.nn.Sequential(cr.nn.Linear(4, 16), cr.nn.Tanh(), cr.nn.Linear(16, 16), cr.nn.Tanh(), cr.nn.Linear(16, 2))
     b = cr.nn.Sequential(cr.nn.Linear(4, 16), cr.nn.Tanh(), cr.nn.Linear(16, 16), cr.nn.Tanh(), cr.nn.Linear(16, 2))
     b.load_state_dict(a.state_dict())
@@ -127,6 +196,84 @@ def zero_groups():
     diff = max(float(np.abs(p.data - q.data).max()) for p, q in zip(pa, pb))
     if dist.get_rank() == 0:
         print(json.dumps({"diff": diff, "owners": sorted(set(za.owner.values()))}), flush=True)
+
+
+# ----- a checkpoint saved on rank 0 resumes on any number of ranks -----
+RESUME_K, RESUME_BATCH = 5, 8     # the global batch: split across the ranks
+
+
+def _resume_model():
+    cr.random.manual_seed(0)                         # the same start in every process that builds it
+    return cr.nn.Sequential(cr.nn.Linear(5, 12, dtype=cr.float64), cr.nn.Tanh(),
+                            cr.nn.Linear(12, 12, dtype=cr.float64), cr.nn.Tanh(),
+                            cr.nn.Linear(12, 3, dtype=cr.float64))
+
+
+def _resume_steps(ddp, opt, steps, rank, n):
+    """Steps ``steps`` on this rank's slice of each step's global batch (the same on every rank)."""
+    b = RESUME_BATCH // n
+    for step in steps:
+        rng = np.random.default_rng(1000 + step)
+        x = rng.standard_normal((RESUME_BATCH, 5))
+        y = rng.standard_normal((RESUME_BATCH, 3))
+        sl = slice(rank * b, (rank + 1) * b)
+        ((ddp(cr.tensor(x[sl])) - cr.tensor(y[sl])) ** 2).mean().backward()
+        opt.step()
+        opt.zero_grad()
+
+
+RESUME_HYPER = dict(lr=0.02, betas=(0.8, 0.99), eps=1e-6, weight_decay=0.01)
+
+
+def _make_opt(kind, params, **hyper):
+    if kind == "zero":
+        return ZeroRedundancyOptimizer(params, cr.optim.Adam, **hyper)
+    return cr.optim.Adam(params, **hyper)
+
+
+def resume_save():
+    """DDP + ZeRO(Adam): K steps, consolidate on rank 0, ``cr.save`` model and optimizer there."""
+    path = sys.argv[2]
+    dist.init_process_group(timeout=30)
+    r, n = dist.get_rank(), dist.get_world_size()
+    model = _resume_model()
+    ddp = DistributedDataParallel(model, bucket_cap_mb=1e-3)
+    opt = _make_opt("zero", list(ddp.parameters()), **RESUME_HYPER)
+    _resume_steps(ddp, opt, range(RESUME_K), r, n)
+    opt.consolidate_state_dict(to=0)
+    if r == 0:
+        cr.save({"model": model.state_dict(), "optimizer": opt.state_dict(), "step": RESUME_K}, path)
+        print(json.dumps({"saved": n, "owners": sorted(set(opt.owner.values()))}), flush=True)
+    dist.destroy_process_group()
+
+
+def resume_load():
+    """Load the checkpoint into DDP and ``kind`` ("adam": the plain optimizer; "zero"), train K more
+    steps, and compare with one process trained 2K steps on the whole batch without a break."""
+    path, kind = sys.argv[2], sys.argv[3]
+    dist.init_process_group(timeout=30)
+    r, n = dist.get_rank(), dist.get_world_size()
+    model = _resume_model()
+    ckpt = cr.load(path)
+    model.load_state_dict(ckpt["model"])
+    ddp = DistributedDataParallel(model, bucket_cap_mb=1e-3)
+    opt = _make_opt(kind, list(ddp.parameters()))      # the defaults: the checkpoint brings lr, betas...
+    opt.load_state_dict(ckpt["optimizer"])
+    owners = sorted(set(opt.owner.values())) if kind == "zero" else [0]
+    hyper = {k: opt.param_groups[0][k] for k in RESUME_HYPER}
+    start = ckpt["step"]
+    _resume_steps(ddp, opt, range(start, start + RESUME_K), r, n)
+    if r == 0:
+        ref = _resume_model()
+        ref_opt = _make_opt("adam", list(ref.parameters()), **RESUME_HYPER)
+        _resume_steps(ref, ref_opt, range(2 * RESUME_K), 0, 1)
+        diff = max(float(np.abs(p.data - q.data).max()) for p, q in zip(model.parameters(), ref.parameters()))
+        moved = max(float(np.abs(p.data - q.data).max()) for p, q in zip(model.parameters(),
+                                                                           _resume_model().parameters()))
+        steps = sorted({int(s["step"]) for s in ref_opt.state.values()})
+        print(json.dumps({"n": n, "kind": kind, "diff": diff, "moved": moved, "ref_steps": steps,
+                          "owners": owners, "hyper_restored": hyper == RESUME_HYPER}), flush=True)
+    dist.destroy_process_group()
 
 
 if __name__ == "__main__":
