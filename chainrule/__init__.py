@@ -18,6 +18,7 @@ from . import (
                       distributions,
                       estimators,
                       fp8,
+                      func,
                       integrate,
                       nn,
                       ops,
@@ -49,9 +50,10 @@ from .amp import GradScaler, autocast
 from .autograd import forward as forward_ad
 from .autograd.anomaly import AnomalyError, detect_anomaly, set_safe_zero_cotangents
 from .autograd.function import Function, FunctionCtx
+from .batched import BatchedTensor
 from .checkpoint import CheckpointPlan, checkpoint, checkpoint_sequential, plan_checkpoints
 from .creation import arange, empty, eye, full, linspace, ones, zeros
-from .errors import ChainruleError, DTypeError, GradcheckError, GraphError, ShapeError, UnsupportedArgument
+from .errors import ChainruleError, DTypeError, GradcheckError, GraphError, ShapeError, UnsupportedArgument, VmapError
 from .grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from .gradcheck import NonDifferentiablePointError, gradcheck, gradgradcheck
 from .implicit import ConvergenceError, fixed_point, root_solve
@@ -213,6 +215,9 @@ from .tensor import Tensor, tensor
 # --- transforms (forward mode, vjp/jvp, jacobians, hessians) ---
 from .transforms import Jacobian, grad, hessian, hvp, jacfwd, jacobian, jacrev, jvp, value_and_grad, vjp
 
+# --- vmap (batching): BatchedTensor and VmapError are imported with their neighbours above ---
+from .vmap import vmap
+
 __version__ = "0.1.0"
 
 # The public API, written out (the extension API is in chainrule.extend).
@@ -250,5 +255,6 @@ __all__ = [
 
 # the rest of NumPy's namespace (chainrule/ops/numpy_*.py list their functions) and cr.special
 globals().update({_name: getattr(ops, _name) for _name in ops.MORE_NAMES})
-__all__ += list(ops.MORE_NAMES) + ["special", "integrate", "stats", "distributed", "UnsupportedArgument"]
+__all__ += list(ops.MORE_NAMES) + ["special", "integrate", "stats", "distributed", "UnsupportedArgument",
+                                   "vmap", "VmapError", "BatchedTensor", "func"]
 special = ops.special

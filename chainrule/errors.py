@@ -23,6 +23,11 @@ class UnsupportedArgument(ChainruleError, TypeError):
     does not take); the message names it."""
 
 
+class VmapError(ChainruleError, RuntimeError):
+    """Something ``cr.vmap`` cannot batch: Python control flow on a batched value, an op whose output
+    shape depends on the values, mismatched batch sizes; the message says why and what to use."""
+
+
 class GradcheckError(ChainruleError, AssertionError):
     """Raised by gradcheck when analytic and numerical derivatives disagree."""
 

@@ -7,7 +7,7 @@ import threading
 from typing import Any, Callable
 
 # Fields whose being set turns on a rare feature that ``ops.apply`` must look at.
-_RARE = frozenset({"fw_levels", "hooks", "observers", "anomaly", "autocast"})
+_RARE = frozenset({"fw_levels", "hooks", "observers", "anomaly", "autocast", "vmap_levels"})
 
 
 class _State(threading.local):
@@ -31,6 +31,7 @@ class _State(threading.local):
         d["observers"] = ()            # profilers / tracers that watch every op
         d["anomaly"] = None            # the active detect_anomaly, or None
         d["autocast"] = None           # the active cr.autocast policy, or None
+        d["vmap_levels"] = ()          # active cr.vmap levels (batch sizes and randomness), innermost last
         d["rare"] = False              # any rare field set: apply looks at them only then
 
     def __setattr__(self, name: str, value: Any) -> None:
@@ -44,7 +45,7 @@ def _set(d: dict, name: str, value: Any) -> None:
     d[name] = value
     if name in _RARE:
         d["rare"] = bool(d["fw_levels"] or d["hooks"] or d["observers"] or d["anomaly"] is not None
-                         or d["autocast"] is not None)
+                         or d["autocast"] is not None or d["vmap_levels"])
 
 
 STATE = _State()

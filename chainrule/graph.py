@@ -279,7 +279,7 @@ class AccumulateGrad(GraphNode):
         t = self.variable()
         if t is None or not t._requires_grad or t._view_meta == "no_grad":
             return      # requires_grad_(False) since, or a view made under no_grad: as PyTorch, skip
-        if not create_graph and isinstance(g, _Tensor):
+        if not create_graph and isinstance(g, _Tensor) and not g._level:
             g = g.data
         if not isinstance(g, _Tensor):
             if type(g) is not ndarray or g.base is not None or id(g) in stored:

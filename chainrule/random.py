@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ._backend import np
+from .grad_mode import STATE
 
 default_generator = np.random.default_rng(0)
 
@@ -23,8 +24,12 @@ def manual_seed(seed: int) -> np.random.Generator:
 
 
 def get_generator(generator: Any = None) -> np.random.Generator:
-    """The generator to use: the one passed, or the default."""
-    return default_generator if generator is None else generator
+    """The generator to use: the one passed, or the default; inside ``cr.vmap`` as its
+    ``randomness`` says (independent draws per example, one shared draw, or an error)."""
+    gen = default_generator if generator is None else generator
+    for level in STATE.vmap_levels:          # outermost first: each level wraps the one outside it
+        gen = level.generator(gen)
+    return gen
 
 
 def get_rng_state(parts: Any = ("default", "numpy")) -> dict:

@@ -33,6 +33,7 @@ class Tensor:
     _tangents: dict | None = None   # forward mode: {level: tangent}
     _leaf_edge: Any = None  # a leaf's (AccumulateGrad node, 0), created on first use
     _retains = False
+    _level = 0                      # cr.vmap: the level a BatchedTensor is batched at (0: not batched)
     _view_meta: str | None = None   # "multi" (an output of split/unbind) or "no_grad" (made under
                                     # no_grad): in-place on it with grad recorded raises, as PyTorch
 
@@ -245,6 +246,8 @@ def tensor(data: Any, dtype: Any = None, requires_grad: bool = False) -> Tensor:
     (dtype('float32'), dtype('int64'))
     """
     if isinstance(data, Tensor):
+        if data._level:                 # inside cr.vmap: a copy of the whole batch, still batched
+            return data.copy_as_leaf(dtype, requires_grad)
         data = data.data
     python_data = not isinstance(data, (ndarray, np.generic))
     arr = np.array(data, dtype=dtype, copy=True)

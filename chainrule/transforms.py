@@ -21,6 +21,7 @@ output; a complex output, or a complex input to a Jacobian transform, needs ``ho
 """
 from __future__ import annotations
 
+import warnings
 from typing import Any, Callable, Sequence
 
 from . import _dtypes
@@ -29,11 +30,12 @@ from . import ops as _ops
 from ._backend import np
 from .autograd import engine
 from .autograd.forward import dual_level, make_dual, unpack_dual
-from .errors import DTypeError, ShapeError
+from .errors import DTypeError, ShapeError, VmapError
 from .grad_mode import STATE, enable_grad, no_grad
 from .graph import walk
 from .ops import alias as _alias
 from .tensor import Tensor
+from .vmap import levels_of, lift_result, lower, physical, rewrap, vmap, with_levels
 
 Fn = Callable[..., Any]
 MODES = ("auto", "forward", "reverse")
@@ -57,6 +59,8 @@ def _nary(core: Callable, f: Fn, argnums: int | Sequence[int], who: str, **kw: A
 
         primal = args[pos[0]] if single else tuple(args[i] for i in pos)
         labels = _Labels(primal, None if single else pos, pos[0])
+        if STATE.vmap_levels:
+            labels.levels = _batched_levels((args, kwargs))
         tensor_out = _any_tensor(args)
         return core(fun, primal, labels, tensor_out, who, **kw)
 
@@ -87,6 +91,7 @@ class _Labels:
 
     def __init__(self, value: Any, nums: Sequence[int] | None = None, num: int | None = None) -> None:
         self.value, self.nums, self.num = value, nums, num
+        self.levels: set = set()        # inside vmap: the levels some argument is batched at
 
     def __getitem__(self, k: int) -> str:
         path = tree.paths(tree.flatten(self.value)[1])[k]
@@ -95,6 +100,10 @@ class _Labels:
         else:
             head = "output" if self.num is None else f"argument {self.num}"
         return head + "".join(f"[{key!r}]" for key in path)
+
+
+def _batched_levels(value: Any) -> set:
+    return {j for x in tree.flatten(value)[0] for j in levels_of(x)}
 
 
 def _any_tensor(value: Any) -> bool:
@@ -150,8 +159,8 @@ def _export(value: Any, tensor_out: bool, keep_graph: bool) -> Any:
         if value.requires_grad and not keep_graph:
             tangents, value = value._tangents, value.detach()
             value._tangents = tangents
-        if tensor_out or value.requires_grad or _live_tangents(value):
-            return value
+        if tensor_out or value.requires_grad or value._level or _live_tangents(value):
+            return value            # (a vmap-batched result stays a tensor: vmap unwraps it)
         return value.data
     if isinstance(value, (np.ndarray, np.generic, float, int)):
         arr = np.asarray(value)
@@ -237,12 +246,6 @@ def _zeros(x: Any) -> np.ndarray:
     return np.zeros(x.shape, dtype=x.dtype)
 
 
-def _one_hot(x: Any, k: int) -> np.ndarray:
-    e = np.zeros(x.size, dtype=x.dtype)
-    e[k] = 1
-    return e.reshape(x.shape)
-
-
 # ----- reverse mode core -----
 
 class _Pullback:
@@ -256,9 +259,17 @@ class _Pullback:
         if rule is not None:
             rule.inputs(self.xs, labels)
         outer = STATE.grad_enabled
-        self.inputs = [_reverse_input(x) for x in self.xs]
+        levels = labels.levels | _batched_levels(self.xs) if STATE.vmap_levels else set()
+        self.inputs = [_reverse_input(x, levels) for x in self.xs]
         with enable_grad():
             res = fun(tree.unflatten(self.in_tree, self.inputs))
+        if STATE.vmap_levels and _batched_levels(res) - levels:
+            # the output is batched where no argument is (a closure over a batched value): record
+            # again with the inputs copied per example there, so each example gets its own gradient
+            levels |= _batched_levels(res)
+            self.inputs = [_reverse_input(x, levels) for x in self.xs]
+            with enable_grad():
+                res = fun(tree.unflatten(self.in_tree, self.inputs))
         out, self.aux = _split_aux(res, has_aux, who)
         self.outs, self.out_tree = _outputs(out, who)
         if rule is not None:
@@ -267,8 +278,8 @@ class _Pullback:
 
     def _reaches_outside(self) -> bool:
         """Does the outputs' graph reach a leaf that requires grad other than our inputs?"""
-        inputs = {x._edge()[0] for x in self.inputs}
-        outs = [o._edge()[0] for o in self.outs if isinstance(o, Tensor) and o.requires_grad]
+        inputs = {physical(x)._edge()[0] for x in self.inputs}
+        outs = [physical(o)._edge()[0] for o in self.outs if isinstance(o, Tensor) and o.requires_grad]
         return any(node.is_accumulator for node in walk(outs, stop=inputs))
 
     def pull(self, cots: list) -> list:
@@ -277,10 +288,16 @@ class _Pullback:
                   if c is not None and isinstance(o, Tensor) and o.requires_grad]
         grads: Sequence[Any] = [None] * len(self.inputs)
         if active:
+            inputs = self.inputs
+            if STATE.vmap_levels:           # inside vmap: the graph is on the physical arrays
+                active = [(physical(o), lower(c, levels_of(o))) for o, c in active]
+                inputs = [physical(x) for x in inputs]
             create = self.connected or any(isinstance(c, Tensor) and
                                            (c.requires_grad or _live_tangents(c)) for _, c in active)
-            grads = engine.grad([o for o, _ in active], self.inputs, [c for _, c in active],
+            grads = engine.grad([o for o, _ in active], inputs, [c for _, c in active],
                                 retain_graph=True, create_graph=create, allow_unused=True)
+            if STATE.vmap_levels:
+                grads = [lift_result(g, levels_of(x)) for g, x in zip(grads, self.inputs)]
         return [g if g is not None else _zeros(x) for g, x in zip(grads, self.xs)]
 
     def cotangents(self, value: Any) -> list:
@@ -290,8 +307,18 @@ class _Pullback:
         return _directions(value, self.out_tree, likes, names, self.who, "cotangent")
 
 
-def _reverse_input(x: Tensor) -> Tensor:
-    """The inner input: an alias (stays connected) or a fresh leaf carrying x's forward tangents."""
+def _reverse_input(x: Tensor, levels: set) -> Tensor:
+    """The inner input: an alias (stays connected) or a fresh leaf carrying x's forward tangents.
+    Inside vmap the leaf is the physical array, batched at ``levels`` (an input shared by the
+    examples is copied per example, so that each example gets its own gradient)."""
+    if STATE.vmap_levels:
+        x = with_levels(x, levels)
+        inner = physical(x)
+        return rewrap(_leaf_input(inner if isinstance(inner, Tensor) else Tensor(inner)), levels_of(x))
+    return _leaf_input(x)
+
+
+def _leaf_input(x: Tensor) -> Tensor:
     if x.requires_grad:
         with enable_grad():
             return _alias(x)
@@ -308,16 +335,33 @@ def _push(fun: Fn, in_tree: Any, xs: list, ts: list, has_aux: bool, who: str) ->
     A tangent of None means "no perturbation" for that input.
     """
     with dual_level() as level:
-        duals = [x if t is None else make_dual(x, t, level) for x, t in zip(xs, ts)]
+        duals = [x if t is None else _dual(x, t, level) for x, t in zip(xs, ts)]
         res = fun(tree.unflatten(in_tree, duals))
         out, aux = _split_aux(res, has_aux, who)
         outs, out_tree = _outputs(out, who)
         primals, touts = [], []
         for o in outs:
-            p, t = unpack_dual(o, level) if isinstance(o, Tensor) else (o, None)
+            p, t = _unpack(o, level) if isinstance(o, Tensor) else (o, None)
             primals.append(p)
             touts.append(t if t is not None else _zeros(o))
     return primals, out_tree, touts, aux
+
+
+def _dual(x: Any, t: Any, level: int) -> Any:
+    """make_dual; inside vmap on the physical array of ``x``, with ``t`` moved there."""
+    levels = levels_of(x)
+    if not levels:
+        return make_dual(x, t, level)
+    inner = physical(x)
+    return rewrap(make_dual(inner if isinstance(inner, Tensor) else Tensor(inner), lower(t, levels), level), levels)
+
+
+def _unpack(o: Tensor, level: int) -> tuple:
+    levels = levels_of(o)
+    if not levels:
+        return unpack_dual(o, level)
+    p, t = unpack_dual(physical(o), level)
+    return rewrap(p, levels), lift_result(t, levels)
 
 
 # ----- the transforms -----
@@ -443,8 +487,9 @@ def grad(f: Fn, argnums: int | Sequence[int] = 0, has_aux: bool = False,
 
 
 def jacrev(f: Fn, argnums: int | Sequence[int] = 0, has_aux: bool = False,
-           holomorphic: bool = False) -> Fn:
-    """Jacobian by reverse mode: one backward pass per output element, over one recorded graph.
+           holomorphic: bool = False, *, chunk_size: int | None = None) -> Fn:
+    """Jacobian by reverse mode: ``vmap`` of the VJP over the output basis, one batched backward
+    pass over one recorded graph (``chunk_size`` rows at a time, if given, to bound memory).
 
     The result has shape ``out.shape + in.shape`` (an output tree of input trees for pytrees).
     Complex inputs or outputs need ``holomorphic=True`` (all complex; rows are conj(J^H e_i)),
@@ -455,28 +500,32 @@ def jacrev(f: Fn, argnums: int | Sequence[int] = 0, has_aux: bool = False,
     array([[2., 0.],
            [0., 4.]])
     """
-    return _nary(_jacrev, f, argnums, "jacrev", has_aux=has_aux, holomorphic=holomorphic)
+    return _nary(_jacrev, f, argnums, "jacrev", has_aux=has_aux, holomorphic=holomorphic,
+                 chunk_size=chunk_size)
 
 
 def _jacrev(fun: Fn, primal: Any, labels: _Labels, tensor_out: bool, who: str, has_aux: bool,
-            holomorphic: bool) -> Any:
+            holomorphic: bool, chunk_size: int | None = None) -> Any:
     pb = _Pullback(fun, primal, labels, has_aux, who, _Complex(who, holomorphic, jacobian=True))
     blocks = []
     for k, o in enumerate(pb.outs):
-        rows: list[list] = [[] for _ in pb.xs]
-        for i in range(o.size):
-            cots = [None] * len(pb.outs)
-            cots[k] = _one_hot(o, i)
-            for j, g in enumerate(pb.pull(cots)):
-                rows[j].append(_conj(g) if holomorphic else g)
-        blocks.append([_assemble(r, o.shape, x.shape, x.dtype, axis=0) for r, x in zip(rows, pb.xs)])
+        def rows(basis: Any, k: int = k) -> list:
+            cots: list = [None] * len(pb.outs)
+            cots[k] = basis
+            return [_conj(g) if holomorphic else g for g in pb.pull(cots)]
+        if o.size == 0:
+            blocks.append([np.zeros(tuple(o.shape) + tuple(x.shape), dtype=x.dtype) for x in pb.xs])
+            continue
+        parts = _over_basis(rows, o, chunk_size, who)       # per input: (o.size, *x.shape)
+        blocks.append([_ops.reshape(p, tuple(o.shape) + tuple(x.shape)) for p, x in zip(parts, pb.xs)])
     jac = _jacobian_result(blocks, pb.out_tree, pb.in_tree, tensor_out, pb.connected)
     return (jac, _export_tree(pb.aux, tensor_out, pb.connected)) if has_aux else jac
 
 
 def jacfwd(f: Fn, argnums: int | Sequence[int] = 0, has_aux: bool = False,
-           holomorphic: bool = False) -> Fn:
-    """Jacobian by forward mode: one JVP (forward pass) per input element; nothing is saved.
+           holomorphic: bool = False, *, chunk_size: int | None = None) -> Fn:
+    """Jacobian by forward mode: ``vmap`` of the JVP over the input basis, one batched forward pass
+    per input (``chunk_size`` columns at a time, if given); nothing is saved.
 
     The result has shape ``out.shape + in.shape`` (an output tree of input trees for pytrees).
     Complex inputs or outputs need ``holomorphic=True`` (all complex; columns are J e_j), which
@@ -490,43 +539,58 @@ def jacfwd(f: Fn, argnums: int | Sequence[int] = 0, has_aux: bool = False,
     array([[0.+2.j, 0.+0.j],
            [0.+0.j, 4.+0.j]])
     """
-    return _nary(_jacfwd, f, argnums, "jacfwd", has_aux=has_aux, holomorphic=holomorphic)
+    return _nary(_jacfwd, f, argnums, "jacfwd", has_aux=has_aux, holomorphic=holomorphic,
+                 chunk_size=chunk_size)
 
 
 def _jacfwd(fun: Fn, primal: Any, labels: _Labels, tensor_out: bool, who: str, has_aux: bool,
-            holomorphic: bool) -> Any:
+            holomorphic: bool, chunk_size: int | None = None) -> Any:
     leaves, in_tree = tree.flatten(primal)
     xs = _inputs(leaves, who, labels)
     rule = _Complex(who, holomorphic, jacobian=True)
     rule.inputs(xs, labels)
-    cols: list = []          # cols[j][i]: output tangent leaves for input j, element i
-    outs = out_tree = aux = checked = None
+    seen: dict = {}                     # the primal outputs (the same in every pass)
+    cols = []                           # cols[j][k]: (x_j.size, *out_k.shape)
     for j, x in enumerate(xs):
-        cols.append([])
-        for i in range(x.size):
+        if x.size == 0:
+            cols.append(None)
+            continue
+
+        def push(basis: Any, j: int = j) -> list:
             ts: list = [None] * len(xs)
-            ts[j] = _one_hot(x, i)
-            outs, out_tree, touts, aux = _push(fun, in_tree, xs, ts, has_aux, who)
-            if checked is None:          # the first forward pass: check the outputs once
-                checked = rule.outputs(outs, out_tree)
-            cols[j].append(touts)
-    if outs is None:         # no input elements at all: one plain call for the output structure
-        outs, out_tree, _, aux = _push(fun, in_tree, xs, [None] * len(xs), has_aux, who)
-        rule.outputs(outs, out_tree)
-    blocks = [[_assemble([c[k] for c in cols[j]], o.shape, x.shape, x.dtype, axis=-1)
-               for j, x in enumerate(xs)] for k, o in enumerate(outs)]
+            ts[j] = basis
+            seen["outs"], seen["tree"], touts, seen["aux"] = _push(fun, in_tree, xs, ts, has_aux, who)
+            return touts
+        cols.append(_over_basis(push, x, chunk_size, who))
+    if "outs" not in seen:              # no input elements at all: one plain call for the outputs
+        seen["outs"], seen["tree"], _, seen["aux"] = _push(fun, in_tree, xs, [None] * len(xs), has_aux, who)
+    outs, out_tree, aux = seen["outs"], seen["tree"], seen["aux"]
+    rule.outputs(outs, out_tree)
+    blocks = [[_column_block(None if c is None else c[k], o, x) for c, x in zip(cols, xs)]
+              for k, o in enumerate(outs)]
     jac = _jacobian_result(blocks, out_tree, in_tree, tensor_out, True)
     return (jac, _export_tree(aux, tensor_out, True)) if has_aux else jac
 
 
-def _assemble(parts: list, out_shape: tuple, in_shape: tuple, dtype: Any, axis: int) -> Any:
-    """Stack rows (axis 0) or columns (axis -1) into a block of shape out_shape + in_shape."""
-    shape = tuple(out_shape) + tuple(in_shape)
-    if not parts:
-        return np.zeros(shape, dtype=dtype)
-    if len(parts) == 1 and axis == -1:
-        return _ops.reshape(parts[0], shape)
-    return _ops.reshape(_ops.stack(parts, axis=axis), shape)
+def _column_block(col: Any, o: Any, x: Any) -> Any:
+    shape = tuple(o.shape) + tuple(x.shape)
+    if col is None:
+        return np.zeros(shape, dtype=x.dtype)
+    return _ops.reshape(_ops.moveaxis(col, 0, -1), shape)
+
+
+def _over_basis(fn: Callable, like: Any, chunk_size: int | None, who: str) -> list:
+    """``vmap(fn)`` over the standard basis of ``like``'s elements (one batched pass): a list of
+    results, each with the basis index first. A function that cannot be batched (a custom
+    Function's backward written in NumPy, say) runs once per basis vector, with a warning."""
+    basis = np.eye(like.size, dtype=like.dtype).reshape((like.size,) + tuple(like.shape))
+    try:
+        return list(vmap(fn, chunk_size=chunk_size)(basis))
+    except VmapError as e:
+        warnings.warn(f"{who}: the function cannot be batched ({e}); computing the Jacobian one "
+                      f"basis vector at a time instead (slower)", stacklevel=5)
+    parts = [fn(b) for b in basis]
+    return [_ops.stack([p[i] for p in parts]) for i in range(len(parts[0]))]
 
 
 def _jacobian_result(blocks: list, out_tree: Any, in_tree: Any, tensor_out: bool, keep: bool) -> Any:

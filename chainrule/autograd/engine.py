@@ -7,6 +7,7 @@ from typing import Any, Sequence
 
 from .._backend import np
 from .._dtypes import is_floating as _is_float
+from ..batched import BatchedTensor
 from ..errors import DTypeError, GraphError, ShapeError, rule_error
 from ..grad_mode import STATE
 from ..graph import walk
@@ -98,10 +99,19 @@ def grad(outputs: Any, inputs: Any, grad_outputs: Any = None, retain_graph: bool
         if not isinstance(g, _Tensor):
             g = _wrap(g)
         elif not create_graph:
-            tangents, g = g._tangents, g.detach()
-            g._tangents = tangents     # under forward mode the gradient is a dual (forward-over-reverse)
+            g = _detached(g)
         result.append(g)
     return tuple(result)
+
+
+def _detached(g: Any) -> Any:
+    """``g`` out of the graph, keeping its forward-mode tangents: under forward mode the gradient
+    is a dual (forward-over-reverse); a vmap-batched one keeps those of its batch."""
+    if g._level:
+        return BatchedTensor(_detached(g.value), g._level, g.bsize) if isinstance(g.value, _Tensor) else g
+    tangents, g = g._tangents, g.detach()
+    g._tangents = tangents
+    return g
 
 
 def gradients_and_accumulate(outputs: list, grad_outputs: list, inputs: list, create_graph: bool,
@@ -138,6 +148,10 @@ def _roots(outputs: list, grad_outputs: Any, create_graph: bool, who: str) -> li
                                  f"but output {i} is {out.dtype}; differentiate a real function of "
                                  f"it (z.abs() ** 2, z.real, ...) or pass gradient=")
             g = np.ones(out.data.shape, out.data.dtype)
+        elif isinstance(g, _Tensor) and g._level:     # batched by cr.vmap: the rules run batched
+            if tuple(g.shape) != tuple(out.shape):
+                raise ShapeError(f"{who}: gradient has shape {tuple(g.shape)} but output {i} has shape "
+                                 f"{out.shape}; they must match")
         else:
             gd = g.data if isinstance(g, _Tensor) else np.asarray(g)
             if gd.dtype.kind not in "fiub" and not _is_float(gd.dtype):

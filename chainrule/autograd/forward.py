@@ -45,7 +45,7 @@ def push_tangents(prim: Any, xs: tuple, params: dict, out: Any) -> None:
             if t is not None:
                 if record and t._requires_grad:
                     return _push_nested(prim, xs, params, out, st)
-                todo.append((i, t.data))
+                todo.append((i, t if t._level else t.data))     # (a tangent batched by vmap stays one)
         else:
             datas.append(x)
     rules, variadic, o, tout = prim.jvps, prim.variadic, out.data, None

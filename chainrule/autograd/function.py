@@ -4,11 +4,13 @@ from __future__ import annotations
 from typing import Any
 
 from .._backend import np
+from ..batched import BatchedTensor
 from ..errors import GraphError
 from ..grad_mode import STATE, no_grad
 from ..graph import FREED, GraphNode, check_saved, next_seq, pack_saved, rebase, unpack_saved, versions_of
-from ..ops import after_write, check_in_place, fresh, zeros_like
+from ..ops import after_write, check_in_place, fresh, moveaxis, stack, zeros_like
 from ..tensor import Tensor, wrap
+from ..vmap import warn_per_example
 from .forward import fit_tangent, levels_of, tower
 
 
@@ -120,6 +122,10 @@ class Function:
 
     @classmethod
     def apply(cls, *args: Any, **kwargs: Any) -> Any:
+        if STATE.vmap_levels:
+            level = max((a._level for a in args if isinstance(a, Tensor)), default=0)
+            if level:
+                return _apply_batched(cls, level, args, kwargs)
         ctx = FunctionCtx()
         ctx._who = f"{cls.__name__}Backward"
         record = STATE.grad_enabled and any(isinstance(a, Tensor) and a.requires_grad for a in args)
@@ -168,6 +174,37 @@ class Function:
             if t._family is not None:     # a view: its base's history and its siblings follow
                 after_write(t)
         return results[0] if single else tuple(results)
+
+
+class VmapInfo:
+    """What a Function's ``vmap(info, in_dims, *args)`` static method learns of the batch."""
+
+    def __init__(self, batch_size: int, randomness: str) -> None:
+        self.batch_size, self.randomness = batch_size, randomness
+
+
+def _apply_batched(cls: type, level: int, args: tuple, kwargs: dict) -> Any:
+    """A Function called inside ``cr.vmap``: its ``vmap`` static method (PyTorch's protocol:
+    ``vmap(info, in_dims, *args) -> (outputs, out_dims)``, on the whole batch), or else one call
+    per example, with a one-time warning."""
+    lvl = STATE.vmap_levels[level - 1]
+    batched = [isinstance(a, Tensor) and a._level == level for a in args]
+    values = [a.value if b else a for a, b in zip(args, batched)]
+    rule = getattr(cls, "vmap", None)
+    if rule is not None:
+        in_dims = tuple(0 if b else None for b in batched)
+        outs, out_dims = rule(VmapInfo(lvl.size, lvl.randomness), in_dims, *values, **kwargs)
+        single = not isinstance(outs, tuple)
+        outs = (outs,) if single else outs
+        dims = (out_dims,) * len(outs) if not isinstance(out_dims, tuple) else out_dims
+        wrapped = tuple(o if d is None else BatchedTensor(o if d == 0 else moveaxis(o, d, 0), level, lvl.size)
+                        for o, d in zip(outs, dims))
+        return wrapped[0] if single else wrapped
+    warn_per_example(cls.__name__)
+    results = [cls.apply(*[v[k] if b else v for v, b in zip(values, batched)], **kwargs) for k in range(lvl.size)]
+    if not isinstance(results[0], tuple):
+        return BatchedTensor(stack(results), level, lvl.size)
+    return tuple(BatchedTensor(stack(list(parts)), level, lvl.size) for parts in zip(*results))
 
 
 class _Result:

@@ -9,10 +9,11 @@ from typing import Any
 from .. import ops
 from .._backend import np
 from .._dtypes import LOW_PRECISION, accumulate, is_floating
-from ..errors import DTypeError, ShapeError
+from ..errors import DTypeError, ShapeError, VmapError
 from ..ops import gelu, log_softmax, raw, relu, sigmoid, softmax, tanh
 from ..random import get_generator
 from ..tensor import Tensor
+from ..vmap import physical
 
 __all__ = ["avg_pool2d", "binary_cross_entropy_with_logits", "conv2d", "cross_entropy", "dropout",
            "embedding", "gelu", "layer_norm", "linear", "log_softmax", "max_pool2d", "mse_loss",
@@ -111,6 +112,27 @@ def _soft_target_loss(logits: Any, target: Any, ca: int, weight: Any, reduction:
     return _reduce(loss, reduction, "cross_entropy")
 
 
+def _batched_target_loss(logits: Any, target: Any, shape: tuple, weight: Any, ignore_index: int,
+                         reduction: str, label_smoothing: float) -> Any:
+    """cross_entropy inside cr.vmap with a batched class-index target (per-example losses): the
+    fused primitive, which takes a batched target."""
+    if weight is not None or label_smoothing or 0 <= ignore_index < shape[-1] or len(shape) not in (1, 2) \
+            or tuple(target.shape) != tuple(shape[:-1]) or reduction not in ops.nn.REDUCTIONS:
+        raise VmapError(f"cross_entropy inside cr.vmap with a batched target takes (C,) or (N, C) logits "
+                        f"(got {shape}) with a target of their shape minus the class axis (got "
+                        f"{tuple(target.shape)}), and no weight, label_smoothing or in-range "
+                        f"ignore_index; compute the loss from log_softmax for the other forms")
+    t = physical(target)
+    values = np.asarray(t.data if isinstance(t, Tensor) else t)
+    if values.size and (values.min() < 0 or values.max() >= shape[-1]):
+        raise IndexError(f"cross_entropy: target classes must be in [0, {shape[-1]}), got values from "
+                         f"{values.min()} to {values.max()}")
+    if len(shape) == 1:                     # one example's (C,) logits and a scalar class
+        return ops.reshape(ops.softmax_cross_entropy(ops.reshape(logits, (1, shape[0])),
+                                                     ops.reshape(target, (1,)), reduction), ())
+    return ops.softmax_cross_entropy(logits, target, reduction)
+
+
 def nll_loss(log_probs: Any, target: Any, weight: Any = None, ignore_index: int = -100,
              reduction: str = "mean") -> Any:
     """Negative log-likelihood of integer ``target`` classes, as ``torch.nn.functional.nll_loss``.
@@ -147,6 +169,8 @@ def cross_entropy(logits: Any, target: Any, weight: Any = None, ignore_index: in
     tensor([0.6931472])
     """
     shape = np.shape(raw(logits))
+    if isinstance(target, Tensor) and target._level and target.dtype.kind in "iu":
+        return _batched_target_loss(logits, target, shape, weight, ignore_index, reduction, label_smoothing)
     t = np.asarray(raw(target))
     if weight is None and not label_smoothing and len(shape) == 2 and t.shape == shape[:1] \
             and t.dtype.kind in "iu" and t.size and 0 <= np.minimum.reduce(t) \

@@ -8,7 +8,8 @@ from __future__ import annotations
 from contextlib import nullcontext
 from typing import Any
 
-from ..errors import GraphError
+from .._backend import np
+from ..errors import GraphError, VmapError
 from ..grad_mode import STATE, no_grad
 from ..graph import rebase
 from ..tensor import Tensor
@@ -55,6 +56,8 @@ def _reflected(op: Any) -> Any:
 
 def _in_place(op: Any, symbol: str) -> Any:
     def method(self: Tensor, other: Any) -> Tensor:
+        if self._level or isinstance(other, Tensor) and other._level:
+            return _write_batched(self, op(_operand(self, symbol, other), other), symbol)
         new = op(_operand(self, symbol, other), other)
         rebase(self._assign(new, symbol), new)
         if self._family is not None:
@@ -64,10 +67,29 @@ def _in_place(op: Any, symbol: str) -> Any:
 
 
 def _setitem(self: Tensor, index: Any, value: Any) -> None:
+    if self._level or isinstance(value, Tensor) and value._level or \
+            any(isinstance(i, Tensor) and i._level for i in (index if isinstance(index, tuple) else (index,))):
+        _write_batched(self, S.index_put(self, index, value), "__setitem__")
+        return
     new = S.index_put(_operand(self, "__setitem__", value), index, value)
     rebase(self._assign(new, "__setitem__"), new)
     if self._family is not None:
         after_write(self)
+
+
+def _write_batched(t: Tensor, new: Any, op: str) -> Tensor:
+    """An in-place op inside cr.vmap: the batch of ``t`` takes the batch of the result ``new``."""
+    if new._level != t._level:
+        raise VmapError(f"{op} inside cr.vmap would write a batched value (it differs from example to "
+                        f"example) into a tensor of shape {tuple(t.shape)} that is not batched: use the "
+                        f"out-of-place form, or make that tensor batched too (pass it through vmap's "
+                        f"in_axes)")
+    inner, value = t.value, new.value
+    if isinstance(inner, Tensor):
+        inner[...] = value                  # the inner level's own in-place machinery (views, graph)
+    else:
+        np.copyto(inner, value.data if isinstance(value, Tensor) else value, casting="same_kind")
+    return t
 
 
 _MULTI = ("{op}: this tensor is one of the views returned by split/unbind, and is being modified "

@@ -21,7 +21,8 @@ from typing import Any, Callable, Sequence
 
 from .._backend import ndarray, np
 from .._dtypes import LOW_PRECISION, default_for, is_floating
-from ..errors import DTypeError, ShapeError, describe
+from ..batched import BatchedTensor
+from ..errors import DTypeError, ShapeError, VmapError, describe
 from ..grad_mode import STATE
 from ..graph import Node
 from ..tensor import Tensor, _new
@@ -36,13 +37,14 @@ class Primitive:
 
     __slots__ = ("name", "forward", "vjps", "jvps", "save_idx", "save_out", "flops", "variadic",
                  "differentiable_out", "kind", "hint", "decide", "needs", "keep", "passthrough",
-                 "accumulate", "autocast", "out_for", "complex", "on_complex")
+                 "accumulate", "autocast", "out_for", "complex", "on_complex", "batch")
 
     def __init__(self, name: str, forward: Callable, vjps: Sequence[VjpRule | None] | None,
                  jvps: Sequence[JvpRule | None] | str | None, saves: str, flops: FlopRule | None,
                  variadic: bool, kind: str, hint: str, decide: Callable | None = None,
                  needs: dict | None = None, accumulate: bool = False, autocast: str = "input",
-                 out_for: tuple | None = None, complex: str | None = None) -> None:
+                 out_for: tuple | None = None, complex: str | None = None,
+                 batch: Callable | None = None) -> None:
         self.name = name
         self.forward = forward
         self.vjps = tuple(vjps) if vjps is not None else None
@@ -88,6 +90,11 @@ class Primitive:
         if complex not in (None, "holomorphic", "linear", "own"):
             raise ValueError(f"primitive {name!r}: complex must be 'holomorphic', 'linear', 'own' or None")
         self.complex = complex
+        # cr.vmap's batching rule: batch(prim, xs, batched, params, size) runs the op once on the
+        # whole batch (batched inputs carry it on axis 0) and returns the batched result (batch on
+        # axis 0). Elementwise ops share one; the others declare theirs (ops/_batching.py).
+        self.batch = batch if batch is not None else (
+            batch_elementwise if kind in ("elementwise", "discrete") else None)
         # the entry a node of a complex result records: this one, or one with conjugated VJP rules
         self.on_complex = _holomorphic_variant(self) if complex == "holomorphic" and vjps else (
             self if complex else None)
@@ -155,7 +162,8 @@ def defprim(name: str, forward: Callable, vjps: Sequence[VjpRule | None] | None 
             flops: FlopRule | None = None, variadic: bool = False, kind: str = "elementwise",
             hint: str = "", decide: Callable | None = None, needs: dict | None = None,
             rules: Sequence[VjpRule | None] | None = None, accumulate: bool = False,
-            autocast: str = "input", out_for: tuple | None = None, complex: str | None = None) -> Primitive:
+            autocast: str = "input", out_for: tuple | None = None, complex: str | None = None,
+            batch: Callable | None = None) -> Primitive:
     """Declare a primitive. ``vjps=None`` marks a non-differentiable op (comparisons, argmax).
 
     ``rules``: one rule per input that serves as both its VJP and its JVP, for ops whose Jacobian
@@ -164,6 +172,7 @@ def defprim(name: str, forward: Callable, vjps: Sequence[VjpRule | None] | None 
     tangent; ``vjps`` then states its transposes. ``accumulate``: 16-bit and FP8 inputs are computed
     in float32 and rounded once. ``autocast``: the dtype ``cr.autocast`` runs the op in.
     ``complex``: how the rules treat complex inputs (see ``Primitive``; None: not at all).
+    ``batch``: the batching rule of ``cr.vmap`` (elementwise ops have one by default).
 
     >>> PRIMITIVES["reshape"].jvps[0](np.ones(4), None, np.zeros(4), shape=(2, 2), in_shape=(4,))
     array([[1., 1.],
@@ -178,7 +187,7 @@ def defprim(name: str, forward: Callable, vjps: Sequence[VjpRule | None] | None 
             raise ValueError(f"primitive {name!r}: give rules= (both modes) or vjps=/jvps=, not both")
         vjps = jvps = rules
     prim = Primitive(name, forward, vjps, jvps, saves, flops, variadic, kind, hint, decide, needs,
-                     accumulate, autocast, out_for, complex)
+                     accumulate, autocast, out_for, complex, batch)
     PRIMITIVES[name] = prim
     return prim
 
@@ -226,7 +235,12 @@ def keeping_zero(rule: VjpRule) -> VjpRule:
         r = rule(g, out, *xs, **params)
         if not STATE.safe_zero:
             return r
-        zero = (g.data if isinstance(g, Tensor) else g) == 0      # raw(g), inlined: the hot path
+        if isinstance(g, Tensor):                     # raw(g), inlined: the hot path
+            if g._level:
+                return _keep_zero_batched(g, r)
+            zero = g.data == 0
+        else:
+            zero = g == 0
         if not zero.any():
             return r
         with np.errstate(invalid="ignore"):
@@ -236,6 +250,14 @@ def keeping_zero(rule: VjpRule) -> VjpRule:
         return apply(PRIMITIVES["where"], (bad, 0.0, r)) if isinstance(r, Tensor) else np.where(bad, 0, r)
     rule_keeping_zero.keeps_zero = True
     return rule_keeping_zero
+
+
+def _keep_zero_batched(g: Any, r: Any) -> Any:
+    """``keeping_zero`` for a cotangent batched by cr.vmap: the same replacement, with ops."""
+    op = PRIMITIVES
+    bad = apply(op["logical_and"], (apply(op["equal"], (g, 0.0)),
+                                    apply(op["logical_not"], (apply(op["isfinite"], (r,)),))))
+    return apply(op["where"], (bad, 0.0, r))
 
 
 def linear_jvps(prim_fn: Callable, n: int | None) -> tuple:
@@ -255,8 +277,13 @@ def apply(prim: Primitive, xs: tuple, params: dict | None = None) -> Any:
     """Run ``prim`` on ``xs``: plain ndarrays in, ndarray out; any Tensor in, Tensor out (recorded)."""
     st = STATE.__dict__               # this thread's switches: one thread-local lookup, then dict reads
     rare = st["rare"]                 # autocast, observers, forward mode, hooks or anomaly active
-    if rare and st["autocast"] is not None:
-        xs = st["autocast"].cast_inputs(prim, xs)
+    if rare:
+        if st["vmap_levels"]:
+            level = batch_level(xs, params)
+            if level:
+                return batched_apply(prim, xs, params or _NO_PARAMS, level)
+        if st["autocast"] is not None:
+            xs = st["autocast"].cast_inputs(prim, xs)
     datas = []
     edges = []                        # per input: the edge its gradient flows to, or None
     has_tensor = record = False
@@ -356,6 +383,103 @@ def _python_array(x: Any) -> Any:
 
 
 _PY_DTYPES = (np.dtype(np.float64), np.dtype(np.complex128))
+
+
+# ----- cr.vmap: batching rules -----
+def batch_level(xs: tuple, params: dict | None) -> int:
+    """The innermost vmap level among the inputs (and index-like params): 0 if none is batched."""
+    level = 0
+    for x in xs:
+        if isinstance(x, Tensor) and x._level > level:
+            level = x._level
+    if params:
+        for v in params.values():
+            if isinstance(v, Tensor) and v._level > level:
+                level = v._level
+            elif type(v) is tuple:
+                for w in v:
+                    if isinstance(w, Tensor) and w._level > level:
+                        level = w._level
+    return level
+
+
+def batched_apply(prim: Primitive, xs: tuple, params: dict, level: int) -> Any:
+    """Run ``prim``'s batching rule on the inputs batched at ``level`` (their whole batches; the
+    others as they are) and wrap the result, batched at ``level``."""
+    rule = prim.batch
+    if rule is None:
+        raise VmapError(f"{prim.name}: no batching rule, so it cannot run inside cr.vmap; this is a "
+                        f"bug in chainrule (every primitive should have one): please report it")
+    values, batched, size = [], [], 0
+    for x in xs:
+        if isinstance(x, Tensor) and x._level == level:
+            values.append(x.value)
+            batched.append(True)
+            size = x.bsize
+        else:
+            values.append(x)
+            batched.append(False)
+    if not size:
+        size = STATE.vmap_levels[level - 1].size
+    if params and batch_level((), params) == level:
+        params = {k: _marked(v, level) for k, v in params.items()}
+    return BatchedTensor(rule(prim, tuple(values), tuple(batched), params, size), level, size)
+
+
+class Batch:
+    """A parameter batched at the level a rule is batching (an index array, a target): its whole
+    batch, batch on axis 0. ``batched_apply`` hands rules these in place of BatchedTensors."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+
+def _marked(v: Any, level: int) -> Any:
+    if isinstance(v, Tensor) and v._level == level:
+        return Batch(v.value)
+    if type(v) is tuple:
+        return tuple(_marked(w, level) for w in v)
+    return v
+
+
+def lift(v: Any, ndim: int, size: int) -> Any:
+    """A batched value (batch on axis 0) with leading 1s inserted after the batch axis so that its
+    example has ``ndim`` dimensions: broadcasting then lines examples up as NumPy would."""
+    shape = np.shape(v)
+    if len(shape) - 1 >= ndim:
+        return v
+    new = (shape[0],) + (1,) * (ndim - len(shape) + 1) + tuple(shape[1:])
+    return apply(PRIMITIVES["reshape"], (v,), {"shape": new, "in_shape": tuple(shape)})
+
+
+def example_ndim(v: Any, batched: bool) -> int:
+    return np.ndim(v) - 1 if batched else np.ndim(v)
+
+
+def set_batch(prim: Primitive, rule: Callable) -> None:
+    """Give ``prim`` (and its complex variant) its batching rule, after it is declared."""
+    prim.batch = rule
+    if prim.on_complex is not None:
+        prim.on_complex.batch = rule
+
+
+def refuse_batched_params(prim: Primitive, params: dict) -> None:
+    """A rule that maps only its inputs: a batched value among the params is an error."""
+    if params and any(isinstance(v, Batch) or type(v) is tuple and any(isinstance(w, Batch) for w in v)
+                      for v in params.values()):
+        raise VmapError(f"{prim.name}: a batched value is given as a parameter (an index, a target or a "
+                        f"shape), which this op's batching rule does not take inside cr.vmap")
+
+
+def batch_elementwise(prim: Primitive, xs: tuple, batched: tuple, params: dict, size: int) -> Any:
+    """The batching rule of elementwise (broadcasting) ops: examples lined up, then the op once."""
+    refuse_batched_params(prim, params)
+    if len(xs) > 1:
+        ndim = max(example_ndim(x, b) for x, b in zip(xs, batched))
+        xs = tuple(lift(x, ndim, size) if b else x for x, b in zip(xs, batched))
+    return apply(prim, xs, params)
 
 
 def raw(x: Any) -> Any:

@@ -34,9 +34,10 @@ from .._backend import np
 from ..errors import ShapeError
 from ..tensor import Tensor
 from ..tensor import wrap as _wrap
+from ._batching import batch_unary, set_batch
 from ._registry import apply, defprim, raw
 from .elementwise import conj, exp, where
-from .linalg import SlogdetResult, inv, matmul, solve
+from .linalg import SlogdetResult, _batch_solve_like, _batch_values, _per_batch, inv, matmul, solve
 from .linalg import cholesky as _real_cholesky
 from .linalg import slogdet as _real_slogdet
 from .reduction import sum
@@ -106,7 +107,7 @@ def _split_eig(out: Any) -> tuple:
 
 def _close_pairs(w: Any) -> Any:
     """(..., n, n): the pairs i != j of eigenvalues closer than _GAP relative to the spectrum's scale."""
-    w = raw(w)
+    w = _batch_values(w)
     gap = np.where(np.eye(w.shape[-1], dtype=bool), np.inf, np.abs(w[..., None, :] - w[..., :, None]))
     scale = np.maximum(np.abs(w).max(axis=-1, initial=0), np.finfo(np.float64).tiny)
     return gap <= _GAP * scale[..., None, None]
@@ -124,14 +125,14 @@ def _eig_vjp(g: Any, out: Any, a: Any) -> Any:
     vh = _mh(v)
     vhgv = matmul(vh, gv)
     d = _diag(vhgv)
-    rd, rgv = raw(d), raw(gv)
-    scale = np.abs(raw(vhgv)).max(initial=0)
+    rd, rgv = _batch_values(d), _batch_values(gv)
+    scale = np.abs(_batch_values(vhgv)).max(initial=0)
     if (np.abs(rd.imag) > 1e-6 * scale + 1e-12).any():
         raise ValueError("eig: the eigenvectors are defined only up to a phase, v -> v e^{i phi}, and the "
                          "loss depends on that phase, so its gradient is ill-defined (as in PyTorch). Use a "
                          "loss that is invariant to it: |v|, v v^H, the eigenvalues, or v normalised by a "
                          "fixed component's phase")
-    if rgv.any() and _repeated(w)[np.abs(rgv).max(axis=(-2, -1)) > 0].any():
+    if rgv.any() and (_repeated(w) & (np.abs(rgv).max(axis=(-2, -1)) > 0)).any():
         raise ValueError("eig: the derivative of the eigenvectors does not exist at repeated eigenvalues "
                          "(relative gap < 1e-10) and the loss depends on them; differentiate a function of "
                          "the eigenvalues (eigvals) or of the spanned subspace, or perturb the matrix")
@@ -245,7 +246,7 @@ def _check_qr(mode: str, m: int, n: int, r: Any) -> None:
         raise ValueError(f"qr: not differentiable in mode='complete' with more rows than columns (an "
                          f"({m}, {n}) input): the last {m - n} columns of Q are not unique (as in PyTorch); "
                          f"use mode='reduced'")
-    d = np.abs(np.diagonal(raw(r)[..., :min(m, n), :min(m, n)], 0, -2, -1))
+    d = np.abs(np.diagonal(_batch_values(r)[..., :min(m, n), :min(m, n)], 0, -2, -1))
     eps = np.finfo(np.float32 if d.dtype.itemsize < 4 else d.dtype).eps      # 16-bit: float32's
     d = d.astype(np.float64)
     if (d <= eps * np.maximum(d.max(axis=-1, keepdims=True, initial=0), 1e-300)).any():
@@ -333,6 +334,8 @@ def qr(a: Any, mode: str = "reduced") -> Any:
     if mode == "raw":
         if isinstance(a, Tensor) and a.requires_grad:
             raise ValueError("qr: mode='raw' (Householder reflectors) is not differentiable; use mode='reduced'")
+        if isinstance(a, Tensor) and a._level:
+            return tuple(_per_batch(lambda v, i=i: np.linalg.qr(v, "raw")[i], a) for i in (0, 1))
         h, tau = np.linalg.qr(raw(a), "raw")
         return (_wrap(h), _wrap(tau)) if isinstance(a, Tensor) else (h, tau)
     m, n = s[-2:]
@@ -486,7 +489,7 @@ def _logdet_forward(x: Any) -> Any:
 
 
 def _inv_t(x: Any, out: Any) -> Any:
-    if np.isneginf(np.real(raw(out))).any():
+    if np.isneginf(np.real(_batch_values(out))).any():
         raise ValueError(f"slogdet: the gradient of log det(x) is inv(x)^T, which does not exist: the "
                          f"{_shape(x)} input is singular (log|det| = -inf); regularise it (x + eps * I), or "
                          f"differentiate cr.linalg.det, whose gradient is finite there")
@@ -515,11 +518,11 @@ def slogdet(x: Any) -> Any:
     _check_square(x, "slogdet")
     ld = apply(LOGDET, (x,))
     logabsdet = real(ld)
-    sign0 = np.linalg.slogdet(raw(x))[0]      # NumPy's value exactly; its derivative: i sign d(arg det)
+    sign0 = _per_batch(lambda v: np.linalg.slogdet(v)[0], x)    # NumPy's exactly; derivative: i sign d(arg det)
     if not isinstance(ld, Tensor):
         return SlogdetResult(sign0, logabsdet)
     arg = imag(ld)
-    return SlogdetResult(sign0 * exp(1j * (arg - raw(arg))), logabsdet)
+    return SlogdetResult(sign0 * exp(1j * (arg - (arg.detach() if arg._level else raw(arg)))), logabsdet)
 
 
 def _phi_h(x: Any) -> Any:
@@ -549,6 +552,16 @@ CHOLESKY_HERMITIAN = defprim("cholesky_hermitian", lambda x, upper: np.linalg.ch
                              vjps=(_cholesky_vjp,), jvps=(_cholesky_jvp,), saves="out", flops=_flops_cubic(1 / 3),
                              kind="matmul", autocast="float32", complex="own",
                              hint="The matrix must be Hermitian positive definite.")
+
+
+# ----- batching rules (cr.vmap) -----
+def _batch_solve_triangular(prim: Any, xs: tuple, batched: tuple, params: dict, size: int) -> Any:
+    return _batch_solve_like(prim, xs, batched, dict(params, vec=False), size, params["vec"])
+
+
+for _prim in (EIG, EIGVALS, QR, MATRIX_EXP, LOGDET, CHOLESKY_HERMITIAN):
+    set_batch(_prim, batch_unary)
+set_batch(SOLVE_TRIANGULAR, _batch_solve_triangular)
 
 
 def cholesky(x: Any, upper: bool = False) -> Any:

@@ -12,9 +12,11 @@ from typing import Any
 import scipy.special
 
 from .._backend import ndarray, np
+from ..batched import BatchedTensor
+from ..errors import VmapError
 from ..tensor import Tensor, tensor
 from ..tensor import wrap as _wrap
-from ._registry import apply, defprim, keeping_zero, passthrough, raw, unary
+from ._registry import apply, batch_elementwise, defprim, keeping_zero, passthrough, raw, unary
 
 _LN2 = math.log(2.0)
 _LN10 = math.log(10.0)
@@ -163,8 +165,10 @@ def _angle_w(x: Any) -> Any:
 # The real and imaginary parts (shape.real/imag make them views): real's rule passes g on (the
 # engine casts it to the complex input: g + 0j), imag's gives g * 1j (the engine keeps the real
 # part, 0, for a real input)
-REAL = defprim("real", np.real, vjps=(passthrough,), jvps="linear", complex="own", kind="shape")
-IMAG = defprim("imag", np.imag, vjps=(lambda g, out, x: g * 1j,), jvps="linear", complex="own", kind="shape")
+REAL = defprim("real", np.real, vjps=(passthrough,), jvps="linear", complex="own", kind="shape",
+               batch=batch_elementwise)
+IMAG = defprim("imag", np.imag, vjps=(lambda g, out, x: g * 1j,), jvps="linear", complex="own", kind="shape",
+               batch=batch_elementwise)
 # conj is its own transpose: conj(t) forward, conj(g) backward (a real loss: z.grad = conj(w.grad))
 CONJ = defprim("conj", np.conj, rules=(lambda g, out, x: conj(g),), complex="own")
 ANGLE = defprim("angle", np.angle, vjps=(lambda g, out, x: g * _angle_w(x),),
@@ -177,7 +181,8 @@ SIGN = defprim("sign", np.sign, rules=(_zero,), kind="discrete")
 ROUND = defprim("round", np.round, rules=(_zero,), kind="discrete")
 FLOOR = defprim("floor", np.floor, rules=(_zero,), kind="discrete")
 CEIL = defprim("ceil", np.ceil, rules=(_zero,), kind="discrete")
-COPY = defprim("copy", np.copy, rules=(passthrough,), flops=lambda out, x: 0, kind="shape", complex="linear")
+COPY = defprim("copy", np.copy, rules=(passthrough,), flops=lambda out, x: 0, kind="shape", complex="linear",
+               batch=batch_elementwise)
 ALIAS = defprim("alias", lambda x: x.view() if hasattr(x, "view") else x, rules=(passthrough,), complex="linear")
 
 
@@ -419,6 +424,10 @@ def where(condition: Any, x: Any = None, y: Any = None) -> Any:
 
 def nonzero(x: Any) -> tuple:
     """Indices of the non-zero elements (plain integer arrays; see ``numpy.nonzero``)."""
+    if isinstance(x, Tensor) and x._level:
+        raise VmapError("nonzero inside cr.vmap: how many indices it returns depends on the values, "
+                        "so the examples' results would have different shapes; use cr.where(x != 0, "
+                        "a, b) to select elementwise, or call nonzero outside the vmapped function")
     return np.nonzero(raw(x))
 
 
@@ -435,7 +444,9 @@ def astype(x: Any, dtype: Any) -> Any:
     dtype = np.dtype(dtype)
     if getattr(x, "dtype", None) == dtype:
         return x
-    if dtype.kind not in "fcV" and isinstance(x, Tensor):
+    if dtype.kind not in "fcV" and isinstance(x, Tensor):      # not differentiable: no node
+        if x._level:
+            return BatchedTensor(astype(x.value, dtype), x._level, x.bsize)
         return _wrap(_astype_forward(x.data, dtype))
     return apply(ASTYPE, (x,), {"dtype": dtype})
 
@@ -456,13 +467,18 @@ def as_tensor(data: Any, dtype: Any = None) -> Any:
 
 
 def zeros_like(x: Any, dtype: Any = None) -> Any:
-    """Zeros of ``x``'s shape: an ndarray for ndarray input, a (constant) Tensor for Tensor input."""
+    """Zeros of ``x``'s shape: an ndarray for ndarray input, a (constant) Tensor for Tensor input
+    (inside vmap: one example's shape, the same for all)."""
+    if isinstance(x, Tensor) and x._level:
+        return _wrap(np.zeros(x.shape, dtype=dtype or x.dtype))
     data = np.zeros_like(raw(x), dtype=dtype)
     return _wrap(data) if isinstance(x, Tensor) else data
 
 
 def ones_like(x: Any, dtype: Any = None) -> Any:
     """Ones of ``x``'s shape, as ``zeros_like``."""
+    if isinstance(x, Tensor) and x._level:
+        return _wrap(np.ones(x.shape, dtype=dtype or x.dtype))
     data = np.ones_like(raw(x), dtype=dtype)
     return _wrap(data) if isinstance(x, Tensor) else data
 

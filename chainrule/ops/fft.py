@@ -19,7 +19,8 @@ from typing import Any, Sequence
 from .._backend import np
 from .._dtypes import default_for
 from ..errors import DTypeError, ShapeError
-from ..tensor import tensor
+from ..tensor import Tensor, tensor
+from ._batching import batch_axes, set_batch
 from ._registry import apply, defprim, raw
 from .elementwise import conj
 from .shape import _axis, getitem, pad, roll
@@ -80,6 +81,8 @@ RFFTN = defprim("rfftn", _rfftn_forward, vjps=(_rfftn_vjp,), jvps="linear", save
                 kind="matmul", complex="own")
 IRFFTN = defprim("irfftn", _irfftn_forward, vjps=(_irfftn_vjp,), jvps="linear", saves="x", flops=_real_flops,
                  kind="matmul", complex="own")
+for _prim in (FFTN, RFFTN, IRFFTN):
+    set_batch(_prim, batch_axes("axes"))
 
 
 def _norm(norm: str | None, op: str) -> str:
@@ -169,7 +172,7 @@ def ifft2(x: Any, s: Sequence[int] | None = None, axes: Sequence[int] = (-2, -1)
 
 
 def _real_input(x: Any, op: str) -> Any:
-    dtype = np.asarray(raw(x)).dtype
+    dtype = x.dtype if isinstance(x, (Tensor, np.ndarray)) else np.asarray(x).dtype
     if dtype.kind == "c":
         raise DTypeError(f"{op}: the input is {dtype}, but {op} transforms real data; use "
                          f"{op[1:] if op.startswith('r') else op} for complex input, or pass x.real")

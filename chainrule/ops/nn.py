@@ -9,6 +9,9 @@ from typing import Any
 
 from .._backend import ndarray, np
 from .._dtypes import LOW_PRECISION, accumulate
+from ..tensor import Tensor
+from ._batching import Batch, batch_axes, expand, set_batch
+from ._batching import reshape as _breshape
 from ._registry import apply, defprim, raw, real_only
 from .elementwise import exp
 from .reduction import _along, sum
@@ -97,6 +100,40 @@ SOFTMAX_CROSS_ENTROPY = defprim(
 REDUCTIONS = ("none", "mean", "sum")
 
 
+def _batched(t: Any) -> bool:
+    return isinstance(t, Tensor) and bool(t._level)
+
+
+def _flat_targets(t: Any, size: int) -> Any:
+    """The batch's targets as one vector, (B * N,): batched ones (``Batch``) as they are, the
+    others repeated for every example."""
+    if isinstance(t, Batch):
+        t = t.value
+    elif _batched(t):                       # batched at an outer level: its ops dispatch there
+        t = expand(t, size)
+    else:
+        t = np.broadcast_to(raw(t), (size,) + np.shape(raw(t)))
+    return _breshape(t, (-1,)) if _batched(t) else np.reshape(raw(t), -1)
+
+
+def _batch_cross_entropy(prim: Any, xs: tuple, batched: tuple, params: dict, size: int) -> Any:
+    # the examples' rows stacked into one (B * N, C) problem; the reduction then per example
+    x = xs[0] if batched[0] else expand(xs[0], size)
+    n, c = np.shape(x)[1:]
+    flat = apply(prim, (_breshape(x, (size * n, c)),), {"target": _flat_targets(params["target"], size),
+                                                         "reduction": "none"})
+    loss = _breshape(flat, (size, n))
+    if params["reduction"] == "none":
+        return loss
+    total = sum(loss, axis=1)
+    return total / n if params["reduction"] == "mean" else total
+
+
+set_batch(SOFTMAX, batch_axes("axis"))
+set_batch(LOG_SOFTMAX, batch_axes("axis"))
+set_batch(SOFTMAX_CROSS_ENTROPY, _batch_cross_entropy)
+
+
 def softmax_cross_entropy(logits: Any, target: Any, reduction: str = "none") -> Any:
     """Cross-entropy ``logsumexp(logits) - logits[target]`` of (N, C) logits and integer targets
     (N,), per example (``reduction="none"``) or its "mean" or "sum", computed stably as one
@@ -111,8 +148,8 @@ def softmax_cross_entropy(logits: Any, target: Any, reduction: str = "none") -> 
                          f"{reduction!r}")
     if getattr(logits, "dtype", None) in LOW_PRECISION:
         return accumulate(softmax_cross_entropy, logits, target, reduction)
-    return apply(SOFTMAX_CROSS_ENTROPY, (logits,), {"target": np.asarray(raw(target)),
-                                                     "reduction": reduction})
+    target = target if _batched(target) else np.asarray(raw(target))
+    return apply(SOFTMAX_CROSS_ENTROPY, (logits,), {"target": target, "reduction": reduction})
 
 
 def softmax(x: Any, axis: int = -1) -> Any:

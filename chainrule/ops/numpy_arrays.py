@@ -21,7 +21,8 @@ from typing import Any, Callable, NamedTuple, Sequence
 
 from .._backend import ndarray, np
 from .._dtypes import is_floating
-from ..errors import DTypeError, GraphError, ShapeError
+from ..batched import BatchedTensor
+from ..errors import DTypeError, GraphError, ShapeError, VmapError
 from ..tensor import Tensor
 from ..tensor import wrap as _wrap
 from ._shapes import normalize_axis
@@ -91,6 +92,53 @@ def _ndim(x: Any) -> int:
 
 def _dtype(x: Any) -> Any:
     return np.asarray(_raw(x)).dtype if not isinstance(x, (Tensor, ndarray)) else _raw(x).dtype
+
+
+def _batched(*xs: Any) -> bool:
+    """Whether any of ``xs`` is a batched tensor (inside cr.vmap): its values cannot be read."""
+    return builtins.any(isinstance(x, Tensor) and x._level for x in xs)
+
+
+def _value_dependent(op: str, instead: str) -> Callable:
+    """A refusal for batched inputs of ``op``, whose result's shape depends on the values."""
+    def check(*xs: Any) -> None:
+        if _batched(*(v for x in xs for v in (x if isinstance(x, (list, tuple)) else (x,)))):
+            raise VmapError(f"{op} inside cr.vmap: the shape of its result would depend on the values, so the "
+                            f"examples' results would differ in shape; {instead}")
+    return check
+
+
+def _stand_in(x: Any) -> Any:
+    """NumPy's view of ``x`` for checks of shapes and dtypes: zeros of a batched tensor's example."""
+    if isinstance(x, (list, tuple)):
+        return type(x)(_stand_in(v) for v in x)
+    return np.zeros(x.shape, x.dtype) if _batched(x) else _raw(x)
+
+
+def _whole_batch(x: BatchedTensor) -> tuple:
+    """(data, levels): every example of ``x``'s vmap levels at once (outermost batch axis first)
+    and the levels (innermost first), to compute a constant index per example from the values
+    (what a discrete primitive's batching rule does); ``_rebatch`` wraps such an index."""
+    levels, v = [], x
+    while isinstance(v, BatchedTensor):
+        levels.append((v._level, v.bsize))
+        v = v.value
+    return (v.data if isinstance(v, Tensor) else np.asarray(v)), levels
+
+
+def _rebatch(data: Any, levels: list) -> Any:
+    for level, size in reversed(levels):
+        data = BatchedTensor(data, level, size)
+    return data
+
+
+def _take_along(x: Any, idx: Any, axis: int) -> Any:
+    """``take_along_axis(x, idx, axis)`` for an index tensor (batched too): a getitem with grids."""
+    shape = _shape(idx)
+    nd = len(shape)
+    grids: list = [np.arange(k).reshape((-1,) + (1,) * (nd - 1 - d)) for d, k in enumerate(shape)]
+    grids[axis] = idx
+    return getitem(x, tuple(grids))
 
 
 def _any_tensor(*xs: Any) -> bool:
@@ -405,7 +453,7 @@ def select(condlist: Sequence[Any], choicelist: Sequence[Any], default: Any = 0)
         dtype = np.result_type(*(_raw(c) for c in choices), _raw(default))
     except TypeError as e:
         raise DTypeError(f"Choicelist and default value do not have a common dtype: {e}") from None
-    conds = [np.asarray(_raw(c)) for c in condlist]
+    conds = [c if _batched(c) else np.asarray(_raw(c)) for c in condlist]
     for i, c in enumerate(conds):
         if c.dtype != np.bool_:
             raise DTypeError(f"invalid entry {i} in condlist: should be boolean ndarray")
@@ -425,6 +473,7 @@ def compress(condition: Any, a: Any, axis: Any = None, out: Any = None) -> Any:
     array([1., 3.])
     """
     _no_out(out, "compress")
+    _value_dependent("compress", "use cr.where(condition, a, 0) to keep the shape")(condition)
     cond = np.asarray(_raw(condition))
     if cond.ndim != 1:
         raise ShapeError("condition must be a 1-d array")
@@ -446,6 +495,7 @@ def extract(condition: Any, arr: Any) -> Any:
     >>> cr.extract(np.array([0, 1, 1]), np.array([4.0, 5.0, 6.0]))
     array([5., 6.])
     """
+    _value_dependent("extract", "use cr.where(condition, arr, 0) to keep the shape")(condition)
     return _as_result(take(ravel(_arr(arr)), np.nonzero(np.ravel(_raw(condition)))[0]), (condition,))
 
 
@@ -460,6 +510,8 @@ def piecewise(x: Any, condlist: Any, funclist: Sequence[Any], *args: Any, **kw: 
     """
     x = _arr(x)
     n2 = len(funclist)
+    if _batched(condlist) or isinstance(condlist, (list, tuple)) and _batched(*condlist):
+        return _piecewise_batched(x, condlist, funclist, args, kw)
     if isinstance(condlist, Tensor):
         condlist = condlist.data
     if np.isscalar(condlist) or (not isinstance(condlist[0], (list, ndarray, Tensor)) and _ndim(x) != 0):
@@ -471,7 +523,7 @@ def piecewise(x: Any, condlist: Any, funclist: Sequence[Any], *args: Any, **kw: 
         conds = np.concatenate([conds, ~np.any(conds, axis=0, keepdims=True)], axis=0)
     elif n != n2:
         raise ShapeError(f"with {n} condition(s), either {n} or {n + 1} functions are expected")
-    y: Any = np.zeros_like(_raw(x))
+    y: Any = np.zeros(_shape(x), _dtype(x))
     for cond, func in zip(conds, funclist):
         if not callable(func):
             y = index_put(y, cond, _raw(func) if not isinstance(func, Tensor) else func)
@@ -480,6 +532,28 @@ def piecewise(x: Any, condlist: Any, funclist: Sequence[Any], *args: Any, **kw: 
             if math.prod(_shape(vals)) > 0:
                 y = index_put(y, cond, func(vals, *args, **kw))
     return _as_result(y, (x,))
+
+
+def _piecewise_batched(x: Any, condlist: Any, funclist: Sequence[Any], args: tuple, kw: dict) -> Any:
+    """``piecewise`` with batched conditions (inside cr.vmap): each function runs on all of ``x`` and
+    a where picks its values (which elements a condition selects depends on the values)."""
+    if isinstance(condlist, Tensor) and _ndim(condlist) == _ndim(x):
+        condlist = [condlist]
+    conds = [broadcast_to(c if isinstance(c, Tensor) else np.asarray(_raw(c), dtype=bool), _shape(x))
+             for c in condlist]
+    n, n2 = len(conds), len(funclist)
+    if n == n2 - 1:
+        rest = conds[0]
+        for c in conds[1:]:
+            rest = rest | c
+        conds.append(~rest)
+    elif n != n2:
+        raise ShapeError(f"with {n} condition(s), either {n} or {n + 1} functions are expected")
+    y: Any = np.zeros(_shape(x), _dtype(x))
+    for cond, func in zip(conds, funclist):
+        vals = func(x, *args, **kw) if callable(func) else func
+        y = where(cond, _astype(_arr(vals), _dtype(x)), y)
+    return y
 
 
 def apply_along_axis(func1d: Callable, axis: int, arr: Any, *args: Any, **kwargs: Any) -> Any:
@@ -896,6 +970,7 @@ def trim_zeros(filt: Any, trim: str = "fb", axis: Any = None) -> Any:
     >>> cr.trim_zeros(np.array([0.0, 1.0, 2.0, 0.0]))
     array([1., 2.])
     """
+    _value_dependent("trim_zeros", "use cr.where(filt != 0, filt, ...) or trim outside the vmapped function")(filt)
     filt = _arr(filt)
     raw = np.asarray(_raw(filt))
     trim = trim.lower()
@@ -1053,6 +1128,12 @@ def partition(a: Any, kth: Any, axis: Any = -1, kind: str = "introselect", order
     if axis is None:
         a, axis = ravel(a), 0
     axis = _axis1(axis, _ndim(a), "partition")
+    if _batched(a):
+        # NumPy's arrangement of each example (its own partition), computed on the whole batch
+        data, levels = _whole_batch(a)
+        ax = axis + len(levels)
+        idx = _matching(data, np.partition(data, _raw(kth), axis=ax, kind=kind), ax)
+        return _take_along(a, _rebatch(idx, levels), axis)
     raw = np.asarray(_raw(a))
     p = np.partition(raw, _raw(kth), axis=axis, kind=kind)
     return take_along_axis(a, _matching(raw, p, axis), axis)
@@ -1090,6 +1171,8 @@ def _positions_of(flat: Any, values: Any) -> Any:
 
 def _unique(x: Any, return_index: bool, return_inverse: bool, return_counts: bool, axis: Any,
             equal_nan: bool, sorted: bool) -> tuple:
+    _value_dependent("unique", "how many values are unique differs by example: call it outside the "
+                     "vmapped function, or compare with cr.sort(x) and its shifted copy")(x)
     x = _arr(x)
     raw = np.asarray(_raw(x))
     if axis is None or raw.ndim == 1:
@@ -1187,7 +1270,7 @@ def _setitem(op: str, a: Tensor, index: Any, vals: Any) -> None:
 def _numpy_in_place(op: str, a: Any, fn: Callable, *values: Any) -> bool:
     """Check the call on a copy (NumPy's errors and warnings); run it directly for an ndarray."""
     if isinstance(a, Tensor):
-        fn(np.array(a.data, copy=True), *(_raw_tree(v) for v in values))
+        fn(np.array(_stand_in(a), copy=True), *(_stand_in(v) for v in values))
         return False
     for v in values:
         if isinstance(v, Tensor) and v.requires_grad:
@@ -1260,6 +1343,9 @@ def putmask(a: Any, mask: Any, values: Any) -> None:
     """
     if _numpy_in_place("putmask", a, lambda t, m, w: np.putmask(t, m, w), mask, values):
         return
+    if _batched(mask):        # which elements are written depends on the values: a where
+        _setitem("putmask", a, Ellipsis, where(mask, reshape(_cycled(values, a.size), a.shape), a))
+        return
     flat, values = np.flatnonzero(np.asarray(_raw(mask))), _arr(values)
     if flat.size and math.prod(_shape(values)):
         _write("putmask", a, flat, _cycled(values, flat.size, flat))
@@ -1273,6 +1359,13 @@ def place(arr: Any, mask: Any, vals: Any) -> None:
     tensor([1., 0., 2.])
     """
     if _numpy_in_place("place", arr, lambda t, m, w: np.place(t, m, w), mask, vals):
+        return
+    if _batched(mask):        # the k-th masked element takes vals[k]: k counted by a cumulative sum
+        flat = ravel(mask)
+        k = cumsum(flat, axis=0) - 1
+        size = math.prod(_shape(vals))
+        picked = getitem(ravel(_arr(vals)), k % size)
+        _setitem("place", arr, Ellipsis, where(mask, reshape(picked, arr.shape), arr))
         return
     flat = np.flatnonzero(np.asarray(_raw(mask)))
     if flat.size:
@@ -1308,6 +1401,9 @@ def copyto(dst: Any, src: Any, casting: str = "same_kind", where: Any = True) ->
     """
     if _numpy_in_place("copyto", dst, lambda t, s, w: np.copyto(t, s, casting=casting, where=w), src, where):
         return
+    if _batched(where):       # which elements are copied depends on the values: a where
+        _setitem("copyto", dst, Ellipsis, _select(where, broadcast_to(_arr(src), dst.shape), dst))
+        return
     mask = np.broadcast_to(np.asarray(_raw(where), dtype=bool), dst.shape)
     src = broadcast_to(_arr(src), dst.shape)
     if mask.all():
@@ -1315,6 +1411,9 @@ def copyto(dst: Any, src: Any, casting: str = "same_kind", where: Any = True) ->
     elif mask.any():
         index = np.nonzero(mask)
         _setitem("copyto", dst, index, getitem(src, index))
+
+
+_select = where                     # (copyto's argument ``where`` hides the op)
 
 
 def copy(a: Any, order: str = "K", subok: bool = False) -> Any:
@@ -1335,11 +1434,13 @@ def astype(x: Any, dtype: Any, /, *, copy: bool = True, device: Any = None) -> A
 # ----- index-valued results (no gradient by nature): NumPy's plain results -----
 def argwhere(a: Any) -> Any:
     """Indices of the nonzero elements, one row each (``numpy.argwhere``)."""
+    _value_dependent("argwhere", "use cr.where(a != 0, x, y) to select elementwise")(a)
     return np.argwhere(_raw(a))
 
 
 def flatnonzero(a: Any) -> Any:
     """Flat indices of the nonzero elements (``numpy.flatnonzero``)."""
+    _value_dependent("flatnonzero", "use cr.where(a != 0, x, y) to select elementwise")(a)
     return np.flatnonzero(_raw(a))
 
 
@@ -1434,6 +1535,10 @@ def shares_memory(a: Any, b: Any, /, max_work: Any = -1) -> bool:
     return np.shares_memory(_raw(a), _raw(b), max_work=max_work)
 
 
+_SETS = ("how many values the set holds differs by example: call it outside the vmapped function, or "
+         "test membership elementwise (cr.sum(a[:, None] == b, axis=1) > 0) and select with cr.where")
+
+
 def _set_values(arrays: tuple, positions: Any) -> Any:
     """The values of a set operation, gathered from the flattened inputs at ``positions`` (indices
     into their concatenation): the gradient goes to the occurrence each value was taken from."""
@@ -1455,6 +1560,7 @@ def intersect1d(ar1: Any, ar2: Any, assume_unique: bool = False, return_indices:
     >>> cr.intersect1d(np.array([3.0, 1.0, 2.0]), np.array([2.0, 3.0]))
     array([2., 3.])
     """
+    _value_dependent("intersect1d", _SETS)(ar1, ar2)
     a, b = np.asarray(_raw(ar1)), np.asarray(_raw(ar2))
     vals, i1, i2 = np.intersect1d(a, b, assume_unique=assume_unique, return_indices=True)
     out = _set_values((ar1,), i1)
@@ -1468,6 +1574,7 @@ def setdiff1d(ar1: Any, ar2: Any, assume_unique: bool = False) -> Any:
     >>> cr.setdiff1d(np.array([3.0, 1.0, 2.0]), np.array([2.0]))
     array([1., 3.])
     """
+    _value_dependent("setdiff1d", _SETS)(ar1, ar2)
     a = np.asarray(_raw(ar1)).ravel()
     vals = np.setdiff1d(a, np.asarray(_raw(ar2)), assume_unique=assume_unique)
     return _set_values((ar1,), _first_positions(vals, a))
@@ -1481,6 +1588,7 @@ def union1d(ar1: Any, ar2: Any) -> Any:
     >>> cr.union1d(np.array([3.0, 1.0]), np.array([2.0, 1.0]))
     array([1., 2., 3.])
     """
+    _value_dependent("union1d", _SETS)(ar1, ar2)
     pool = np.concatenate([np.asarray(_raw(ar1)).ravel(), np.asarray(_raw(ar2)).ravel()])
     vals = np.union1d(np.asarray(_raw(ar1)), np.asarray(_raw(ar2)))
     return _set_values((ar1, ar2), _first_positions(vals, pool))
@@ -1493,6 +1601,7 @@ def setxor1d(ar1: Any, ar2: Any, assume_unique: bool = False) -> Any:
     >>> cr.setxor1d(np.array([3.0, 1.0]), np.array([2.0, 1.0]))
     array([2., 3.])
     """
+    _value_dependent("setxor1d", _SETS)(ar1, ar2)
     pool = np.concatenate([np.asarray(_raw(ar1)).ravel(), np.asarray(_raw(ar2)).ravel()])
     vals = np.setxor1d(np.asarray(_raw(ar1)), np.asarray(_raw(ar2)), assume_unique=assume_unique)
     return _set_values((ar1, ar2), _first_positions(vals, pool))

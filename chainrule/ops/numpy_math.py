@@ -27,7 +27,7 @@ import scipy.special
 
 from .._backend import ndarray, np
 from .._dtypes import LOW_PRECISION, get_default_dtype
-from ..errors import ShapeError
+from ..errors import ShapeError, VmapError
 from ..tensor import Tensor, tensor
 from ..tensor import wrap as _wrap
 from ._registry import PRIMITIVES, apply, defprim, passthrough, raw
@@ -38,9 +38,13 @@ from .elementwise import (
     copy,
     equal,
     exp2,
+    floor,
+    isfinite,
     isnan,
     log1p,
+    log2,
     maximum,
+    mod,
     multiply,
     power,
     sign,
@@ -50,11 +54,12 @@ from .elementwise import (
 )
 from .elementwise import sinc as sinc  # (listed in NAMES: cr.sinc, np.sinc dispatch)
 from .linalg import matmul, solve
-from .reduction import sum
+from .reduction import argsort, cumsum, sum
 from .shape import (
     atleast_1d,
     concatenate,
     expand_dims,
+    getitem,
     imag,
     real,
     stack,
@@ -76,6 +81,17 @@ def _has_tensor(args: Any) -> bool:
         if isinstance(a, Tensor) or (type(a) in (list, tuple) and _has_tensor(a)):
             return True
     return False
+
+
+def _batched(*xs: Any) -> bool:
+    """Whether any of ``xs`` is a batched tensor (inside cr.vmap): its values cannot be read."""
+    return builtins.any(isinstance(x, Tensor) and x._level for x in xs)
+
+
+def _zeros_like(x: Any) -> Any:
+    """Zeros of ``x``'s (example) shape and dtype: a constant Tensor for a Tensor."""
+    z = np.zeros(np.shape(raw(x)), _dtype(x))
+    return _wrap(z) if isinstance(x, Tensor) else z
 
 
 def _dtype(x: Any) -> Any:
@@ -236,8 +252,21 @@ def frexp(x: Any, out: Any = None) -> tuple:
     _no_out("frexp", out)
     if not isinstance(x, Tensor):
         return np.frexp(x)
-    e = np.frexp(x.data)[1]
-    return apply(LDEXP, (x, -e)), _wrap(e)
+    e = _frexp_exponent(x.detach()) if _batched(x) else _wrap(np.frexp(x.data)[1])
+    return apply(LDEXP, (x, -e)), e
+
+
+def _frexp_exponent(x: Any) -> Any:
+    """frexp's int32 exponent with chainrule ops (inside cr.vmap): floor(log2|x|) + 1 in float64,
+    corrected by one either way where log2 rounded across a power of two; 0 at 0, inf and NaN."""
+    ax = abs(astype(x, np.float64))
+    ok = isfinite(ax) & (ax != 0)
+    e = floor(log2(where(ok, ax, 1.0))) + 1
+    with np.errstate(over="ignore"):              # 2**1024 is inf: no value reaches it
+        e = where(ax >= power(2.0, e), e + 1, e)
+    e = where(ax < power(2.0, e - 1), e - 1, e)
+    # (astype's primitive itself: cr.astype reads an integer cast's values directly)
+    return apply(PRIMITIVES["astype"], (where(ok, e, 0.0),), {"dtype": np.dtype(np.int32)})
 
 
 
@@ -341,33 +370,13 @@ def real_if_close(a: Any, tol: float = 100) -> Any:
     """
     if not isinstance(a, Tensor):
         return np.real_if_close(a, tol)
+    if a.dtype.kind == "c" and _batched(a):
+        raise VmapError("real_if_close of a complex batched tensor inside cr.vmap: the result's dtype (real "
+                        "or complex) would depend on the values; use cr.real(a) where the imaginary parts "
+                        "are known to be negligible, or call real_if_close outside the vmapped function")
     if a.dtype.kind == "c" and np.real_if_close(a.data, tol).dtype.kind != "c":
         return real(a)
     return a
-
-
-def _unwrap_correction(p: Any, discont: Any, axis: int, period: Any) -> Any:
-    """NumPy's cumulative correction (``up - p``, 0 in the first position): piecewise constant in p."""
-    dd = np.diff(p, axis=axis)
-    if discont is None:
-        discont = period / 2
-    dtype = np.result_type(dd, period)
-    if np.issubdtype(dtype, np.integer):
-        interval_high, rem = builtins.divmod(period, 2)
-        boundary_ambiguous = rem == 0
-    else:
-        interval_high, boundary_ambiguous = period / 2, True
-    interval_low = -interval_high
-    ddmod = np.mod(dd - interval_low, period) + interval_low
-    if boundary_ambiguous:
-        np.copyto(ddmod, interval_high, where=(ddmod == interval_low) & (dd > 0))
-    ph_correct = ddmod - dd
-    np.copyto(ph_correct, 0, where=np.abs(dd) < discont)
-    corr = np.zeros(p.shape, dtype)
-    index = [slice(None)] * p.ndim
-    index[axis] = slice(1, None)
-    corr[tuple(index)] = ph_correct.cumsum(axis)
-    return corr
 
 
 def unwrap(p: Any, discont: Any = None, axis: int = -1, *, period: float = 2 * _PI) -> Any:
@@ -380,7 +389,31 @@ def unwrap(p: Any, discont: Any = None, axis: int = -1, *, period: float = 2 * _
     """
     if not isinstance(p, Tensor):
         return np.unwrap(p, discont, axis, period=period)
-    return p + _unwrap_correction(p.data, discont, axis, period)
+    return p + _unwrap_correction(p.detach(), discont, axis, period)
+
+
+def _unwrap_correction(p: Any, discont: Any, axis: int, period: Any) -> Any:
+    """NumPy's cumulative correction (``up - p``, 0 in the first position), piecewise constant in p,
+    with chainrule ops (so it batches under cr.vmap)."""
+    nd = np.ndim(raw(p))
+    ax = axis % nd
+    lo, hi = (slice(None),) * ax + (slice(None, -1),), (slice(None),) * ax + (slice(1, None),)
+    dd = getitem(p, hi) - getitem(p, lo)
+    if discont is None:
+        discont = period / 2
+    dtype = np.result_type(_dtype(dd), period)
+    if np.issubdtype(dtype, np.integer):
+        interval_high, rem = builtins.divmod(period, 2)
+        boundary_ambiguous = rem == 0
+    else:
+        interval_high, boundary_ambiguous = period / 2, True
+    interval_low = -interval_high
+    ddmod = mod(dd - interval_low, period) + interval_low
+    if boundary_ambiguous:
+        ddmod = where((ddmod == interval_low) & (dd > 0), interval_high, ddmod)
+    ph_correct = where(abs(dd) < discont, 0, ddmod - dd)
+    first = _zeros_like(getitem(p, (slice(None),) * ax + (slice(0, 1),)))
+    return astype(concatenate([first, cumsum(ph_correct, ax)], axis=ax), dtype)
 
 
 def sort_complex(a: Any) -> Any:
@@ -393,7 +426,10 @@ def sort_complex(a: Any) -> Any:
     """
     if not isinstance(a, Tensor):
         return np.sort_complex(a)
-    out = take_along_axis(a, np.argsort(a.data, axis=-1), -1)
+    if _batched(a):
+        out = take_along_axis(a, argsort(a, axis=-1), -1)
+    else:
+        out = take_along_axis(a, np.argsort(a.data, axis=-1), -1)
     if a.dtype.kind != "c":
         out = astype(out, np.complex64 if a.dtype.char in "bhBH" else np.complex128)
     return out
@@ -419,7 +455,7 @@ def polyval(p: Any, x: Any) -> Any:
     """
     p = _poly_array(p)
     x = x if isinstance(x, Tensor) else np.asarray(x)
-    y = zeros_like(x)
+    y = _zeros_like(x)
     for i in range(len(p)):
         y = y * x + p[i]
     return y
@@ -520,7 +556,8 @@ def polyint(p: Any, m: int = 1, k: Any = None) -> Any:
 
 def polydiv(u: Any, v: Any) -> tuple:
     """``(quotient, remainder)`` of polynomial division, NumPy's algorithm step by step (leading
-    remainder terms within 1e-8 of 0 are dropped, as NumPy); differentiable in both.
+    remainder terms within 1e-8 of 0 are dropped, as NumPy; inside cr.vmap only those that vanish by
+    construction, so the shape is fixed); differentiable in both.
 
     >>> import chainrule as cr
     >>> cr.polydiv(cr.tensor([1.0, 0.0, -1.0]), cr.tensor([1.0, 1.0]))
@@ -539,7 +576,11 @@ def polydiv(u: Any, v: Any) -> tuple:
         q.append(d)
         for j in range(n + 1):
             r[k + j] = r[k + j] - d * v[j]
-    while len(r) > 1 and np.allclose(raw(r[0]), 0, rtol=1e-14):
+    if _batched(u, v):
+        # the shape cannot depend on the values: the leading terms that vanish by construction go, any
+        # other near-zero leading term of the remainder stays (NumPy would drop it, as JAX's does not)
+        r = r[builtins.min(m - n + 1, m):] if m >= n else r
+    while len(r) > 1 and not _batched(r[0]) and np.allclose(raw(r[0]), 0, rtol=1e-14):
         r = r[1:]
     quotient = astype(stack(q), dtype) if q else _wrap(np.zeros(1, dtype))
     return quotient, astype(stack(r), dtype)
@@ -564,8 +605,12 @@ def polyfit(x: Any, y: Any, deg: int, rcond: Any = None, full: bool = False, w: 
         back = np.result_type(*low)
         xs, ys, ws = (a if a is None or _dtype(a) not in LOW_PRECISION else astype(a, np.float32)
                       for a in (xs, ys, ws))
-    result = np.polyfit(raw(xs), raw(ys), deg, rcond, full, raw(ws), cov)
-    c = result[0] if full or cov else result
+    batched = _batched(xs, ys, ws)
+    if batched and (full or cov):
+        raise VmapError("polyfit with full=True or cov=True inside cr.vmap: those extra results are NumPy's "
+                        "plain arrays, computed from the values; call it outside the vmapped function")
+    result = None if batched else np.polyfit(raw(xs), raw(ys), deg, rcond, full, raw(ws), cov)
+    c = None if batched else result[0] if full or cov else result
     order = int(deg) + 1
     x0, y0 = xs + 0.0, ys + 0.0
     lhs = stack([power(x0, i) for i in range(order - 1, -1, -1)], axis=1)
@@ -579,7 +624,8 @@ def polyfit(x: Any, y: Any, deg: int, rcond: Any = None, full: bool = False, w: 
     lhs_h = transpose(conj(lhs) if _dtype(lhs).kind == "c" else lhs)
     sol = solve(matmul(lhs_h, lhs), matmul(lhs_h, rhs))
     sol = transpose(transpose(sol) / scale)
-    c = c + (sol - raw(sol))          # NumPy's values; the least-squares solution's derivatives
+    # NumPy's values, the least-squares solution's derivatives (batched: the solution itself)
+    c = sol if batched else c + (sol - raw(sol))
     if low:
         c = astype(c, back)
     return (c,) + tuple(result[1:]) if full or cov else c
@@ -600,6 +646,10 @@ def roots(p: Any) -> Any:
     """
     if not isinstance(p, Tensor):
         return np.roots(p)
+    if _batched(p):
+        raise VmapError("roots inside cr.vmap: how many roots there are (leading zeros are dropped) and "
+                        "whether they are real would depend on the values; take cr.linalg.eigvals of the "
+                        "companion matrix (its shape fixed by the degree) instead")
     p = atleast_1d(p)
     if p.ndim != 1:
         raise ShapeError("roots: input must be a rank-1 array")
@@ -625,7 +675,8 @@ def roots(p: Any) -> Any:
 
 def poly(seq_of_zeros: Any) -> Any:
     """The coefficients of the monic polynomial with the given roots (or a square matrix's
-    characteristic polynomial); real when the roots come in conjugate pairs, as NumPy.
+    characteristic polynomial); real when the roots come in conjugate pairs, as NumPy (inside
+    cr.vmap: complex for complex roots, real for a real matrix).
 
     >>> import chainrule as cr
     >>> cr.poly(cr.tensor([1.0, 2.0], dtype=cr.float64)).data
@@ -647,6 +698,9 @@ def poly(seq_of_zeros: Any) -> Any:
     zero = np.zeros(1, z.dtype)
     for i in range(len(z)):
         a = concatenate([a, zero]) - z[i] * concatenate([zero, a])    # convolve(a, [1, -z_i])
+    if z.dtype.kind == "c" and _batched(z):
+        # the dtype cannot vary by example: a real matrix's roots pair up (LAPACK's are exact conjugates)
+        return real(a) if seq_of_zeros.dtype.kind != "c" else a
     if z.dtype.kind == "c":
         r = np.asarray(z.data, complex)
         if np.all(np.sort(r) == np.sort(r.conjugate())):

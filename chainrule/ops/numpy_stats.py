@@ -36,7 +36,7 @@ from typing import Any
 
 from .._backend import np
 from .._dtypes import LOW_PRECISION, get_default_dtype
-from ..errors import ShapeError, UnsupportedArgument
+from ..errors import ShapeError, UnsupportedArgument, VmapError
 from ..tensor import Tensor, wrap
 from ._registry import apply, defprim, raw
 from ._shapes import normalize_axis
@@ -47,14 +47,17 @@ from .elementwise import (
     clip,
     conj,
     floor,
+    isfinite,
+    isnan,
     log10,
     mod,
     power,
     sqrt,
     where,
 )
+from .elementwise import sign as _sign
 from .linalg import matmul
-from .reduction import amax, amin, argmax, argmin, cumprod, cumsum, prod, sum
+from .reduction import amax, amin, argmax, argmin, argsort, cumprod, cumsum, prod, sum
 from .shape import (
     concatenate,
     diagonal,
@@ -92,13 +95,37 @@ def _inexact(dtype: Any) -> bool:
     return dtype.kind in "fc" or dtype in LOW_PRECISION
 
 
+def _batched(*xs: Any) -> bool:
+    """Whether any of ``xs`` is a batched tensor (inside cr.vmap): its values cannot be read."""
+    return builtins.any(isinstance(x, Tensor) and x._level for x in xs)
+
+
 def _nan_mask(a: Any) -> Any:
-    """NaN positions of ``a`` (None when there are none, or for integer data)."""
+    """NaN positions of ``a`` (None when there are none, or for integer data); of a batched tensor,
+    a batched mask (whether it holds anywhere is unknown)."""
     d = raw(a)
     if not _inexact(d.dtype):
         return None
+    if _batched(a):
+        return isnan(a)
     mask = np.isnan(d)
     return mask if mask.any() else None
+
+
+def _nan_where(bad: Any, out: Any, message: str, stacklevel: int) -> Any:
+    """NaN where ``bad`` holds, with NumPy's RuntimeWarning if it holds anywhere (a batched ``bad``:
+    the where always, without the warning, which would depend on the values)."""
+    if _batched(bad):
+        return where(bad, np.nan, out)
+    if np.any(bad):
+        warnings.warn(message, RuntimeWarning, stacklevel=stacklevel + 1)
+        return where(bad, np.nan, out)
+    return out
+
+
+def _sorted(arr: Any) -> Any:
+    """``arr`` sorted along its last axis by a stable sort (NaN last), differentiably (a gather)."""
+    return take_along_axis(arr, argsort(arr, axis=-1), -1)
 
 
 def _layout(a: Any, axis: Any, op: str) -> tuple:
@@ -153,6 +180,9 @@ def _stable_ties(data: Any, idx: Any, kset: Any) -> Any:
 def _ranked(arr: Any, ranks: Any, batch: tuple) -> Any:
     """The elements of rank ``ranks`` (ints, shape Q, the same in every row) along ``arr``'s last
     axis, in stable-sort order; shape Q + batch, differentiable (a gather)."""
+    if _batched(arr):
+        out = getitem(_sorted(arr), (Ellipsis, ranks))
+        return out if np.ndim(ranks) == 0 else _q_first(out, len(batch))
     data = _key(raw(arr))
     kset = np.unique(ranks)
     if kset.size > 8:
@@ -168,6 +198,11 @@ def _ranked(arr: Any, ranks: Any, batch: tuple) -> Any:
 
 def _ranked_rows(arr: Any, ranks: Any, batch: tuple) -> Any:
     """As ``_ranked`` with ranks that differ per row (shape Q + batch): a stable sort."""
+    if _batched(arr, ranks):
+        # batched ranks (maybe float-valued): each picked by a comparison with the positions
+        n = np.shape(raw(arr))[-1]
+        hit = expand_dims(ranks, -1) == np.arange(n)                 # Q + batch + (n,)
+        return sum(where(hit, _sorted(arr), 0), -1)
     order = np.argsort(_key(raw(arr)), -1, kind="stable")        # NaN last
     nb = len(batch)
     qshape = np.shape(ranks)[:np.ndim(ranks) - nb]
@@ -177,9 +212,14 @@ def _ranked_rows(arr: Any, ranks: Any, batch: tuple) -> Any:
     return _q_first(vals, nb)
 
 
+def _int(x: Any) -> Any:
+    """Integer-valued ``x`` as intp; a tensor (batched counts) stays as it is, float-valued."""
+    return x if isinstance(x, Tensor) else np.asarray(x).astype(np.intp)
+
+
 def _boundaries(index: Any, condition: Any) -> Any:
     previous = np.floor(index)
-    res = np.where(condition(index - previous, index), previous, previous + 1).astype(np.intp)
+    res = _int(np.where(condition(index - previous, index), previous, previous + 1))
     return np.maximum(res, 0)
 
 
@@ -201,11 +241,11 @@ def _virtual_index(n: Any, q: Any, method: str) -> Any:
     if method == "linear":
         return (n - 1) * q
     if method == "lower":
-        return np.floor((n - 1) * q).astype(np.intp)
+        return _int(np.floor((n - 1) * q))
     if method == "higher":
-        return np.ceil((n - 1) * q).astype(np.intp)
+        return _int(np.ceil((n - 1) * q))
     if method == "nearest":
-        return np.around((n - 1) * q).astype(np.intp)
+        return _int(np.around((n - 1) * q))
     if method == "midpoint":
         return 0.5 * (np.floor((n - 1) * q) + np.ceil((n - 1) * q))
     alpha, beta = _ALPHA_BETA[method]
@@ -222,20 +262,23 @@ def _neighbours(vi: Any, n: Any, method: str) -> tuple:
     prev, nxt = np.where(below, 0, prev), np.where(below, 0, nxt)
     bad = np.isnan(vi)
     prev, nxt = np.where(bad, -1, prev), np.where(bad, -1, nxt)
-    gamma = np.asarray(vi - prev)
+    gamma = vi - prev
     if method == "averaged_inverted_cdf":
         gamma = np.where(gamma == 0, 0.5, 1.0)
     elif method == "midpoint":
         gamma = np.where(vi % 1 == 0, 0.0, 0.5)
-    gamma = np.asarray(gamma, dtype=np.asarray(vi).dtype)
-    prev, nxt = prev.astype(np.intp), nxt.astype(np.intp)
+    if isinstance(gamma, Tensor):
+        gamma = astype(gamma, vi.dtype)
+    else:
+        gamma = np.asarray(gamma, dtype=np.asarray(vi).dtype)
+    prev, nxt = _int(prev), _int(nxt)
     return np.where(prev < 0, n - 1, prev), np.where(nxt < 0, n - 1, nxt), gamma
 
 
 def _lerp(a: Any, b: Any, t: Any, omt: Any, upper: Any) -> Any:
     """NumPy's ``_lerp``: a + (b - a) t, or b - (b - a)(1 - t) where t >= 0.5 (``upper``)."""
     d = b - a
-    if np.ndim(upper) == 0:
+    if np.ndim(upper) == 0 and not isinstance(upper, Tensor):
         return b - d * omt if upper else a + d * t
     return where(upper, b - d * omt, a + d * t)
 
@@ -255,36 +298,43 @@ def _quantile(a: Any, q: Any, axis: Any, method: str, keepdims: bool, weights: A
     if q.ndim > 2:
         raise ValueError(f"{op}: q must be a scalar or 1d")
     arr, batch, keep = _layout(a, axis, op)
-    data = raw(arr)
-    n = data.shape[-1]
-    inexact = _inexact(data.dtype)
+    n = raw(arr).shape[-1]
     if weights is not None:
         out = _weighted_quantile(arr, q, weights, a, axis, batch, op)
-        has_nan = np.isnan(data).any(-1) if inexact else None
+        has_nan = _any_nan(arr)
         cnt = None
     else:
-        mask = np.isnan(data) if (nan and inexact) else None
-        if mask is not None and mask.any():
-            cnt = n - mask.sum(-1)                                 # batch
+        mask = _nan_mask(arr) if nan else None
+        if mask is not None:
+            cnt = n - (sum(mask, -1) if isinstance(mask, Tensor) else mask.sum(-1))     # batch
             nb = (1,) * len(batch)
             vi = _virtual_index(cnt, q.reshape(q.shape + nb), method)
             has_nan = None
         else:
             cnt = None
             vi = np.asarray(_virtual_index(n, q, method))
-            has_nan = np.isnan(data).any(-1) if inexact else None
+            has_nan = _any_nan(arr)
         out = _interpolate(arr, vi, cnt if cnt is not None else n, method, batch, weak, cnt is not None)
-    if cnt is not None and (cnt == 0).any():
-        warnings.warn("All-NaN slice encountered", RuntimeWarning, stacklevel=3)
-        out = where(np.broadcast_to(cnt == 0, np.shape(raw(out))), np.nan, out)
-    if has_nan is not None and has_nan.any():
-        out = where(np.broadcast_to(has_nan, np.shape(raw(out))), np.nan, out)
+    if cnt is not None:
+        out = _nan_where(cnt == 0, out, "All-NaN slice encountered", 3)
+    if has_nan is not None and (_batched(has_nan) or has_nan.any()):
+        out = where(has_nan, np.nan, out)
     return reshape(out, q.shape + keep) if keepdims else out
+
+
+def _any_nan(arr: Any) -> Any:
+    """Whether each row (last axis) of ``arr`` holds a NaN (None for integer data)."""
+    if not _inexact(raw(arr).dtype):
+        return None
+    return sum(isnan(arr), -1) > 0 if _batched(arr) else np.isnan(raw(arr)).any(-1)
+
+
+_DISCRETE = ("inverted_cdf", "closest_observation", "lower", "higher", "nearest")
 
 
 def _interpolate(arr: Any, vi: Any, n: Any, method: str, batch: tuple, weak: bool, rows: bool) -> Any:
     gather = _ranked_rows if rows else _ranked
-    if vi.dtype.kind in "iu":                                      # a discrete method: no interpolation
+    if method in _DISCRETE:                                        # no interpolation
         return gather(arr, np.where(vi < 0, n - 1, np.minimum(vi, np.maximum(n - 1, 0))), batch)
     prev, nxt, gamma = _neighbours(vi, n, method)
     if rows:
@@ -321,6 +371,8 @@ def _weighted_quantile(arr: Any, q: Any, weights: Any, a: Any, axis: Any, batch:
     if np.any(w < 0):
         raise ValueError(f"{op}: Weights must be non-negative.")
     w = raw(_layout(w, axis, op)[0])
+    if _batched(arr):
+        return _weighted_quantile_batched(arr, q, w, batch)
     data = _key(raw(arr))
     n = data.shape[-1]
     order = np.argsort(data, -1, kind="stable")
@@ -341,6 +393,23 @@ def _weighted_quantile(arr: Any, q: Any, weights: Any, a: Any, axis: Any, batch:
         idx[kk] = order[kk][pos]
     vals = reshape(take_along_axis(arr, idx, -1), batch + q.shape)
     return _q_first(vals, len(batch))
+
+
+def _weighted_quantile_batched(arr: Any, q: Any, w: Any, batch: tuple) -> Any:
+    """``_weighted_quantile`` of a batched ``arr`` (constant weights): the CDF's positions counted
+    with comparisons, not searched (weights all zero or NaN give NaN instead of the ValueError)."""
+    order = argsort(arr, axis=-1)
+    ws = astype(take_along_axis(w, order, -1), np.float64)
+    cdf = cumsum(ws, -1)
+    cdf = cdf / getitem(cdf, (Ellipsis, slice(-1, None)))
+    if q.dtype.kind == "f":
+        cdf = astype(cdf, q.dtype)
+    cdf = where(cdf == 0, -1, cdf)              # NumPy's: leading zero weights are never picked
+    n = np.shape(raw(arr))[-1]
+    nb = len(batch)
+    qs = q.reshape(q.shape + (1,) * (nb + 1))
+    pos = np.minimum(sum(cdf < qs, -1), n - 1)      # Q + batch: searchsorted(cdf, q, "left")
+    return _ranked_rows(arr, pos, batch)
 
 
 def _check_q(q: Any, message: str, op: str) -> Any:
@@ -400,6 +469,9 @@ def _quantile_entry(a: Any, q: Any, axis: Any, out: Any, method: str, keepdims: 
     if weights is not None:
         if method != "inverted_cdf":
             raise ValueError(f"{op}: Only method 'inverted_cdf' supports weights. Got: {method}.")
+        if nan and _batched(a):
+            raise VmapError(f"{op} with weights inside cr.vmap: chainrule cannot drop the NaNs there (which "
+                            f"entries remain depends on the values); call quantile on NaN-free data")
         if nan and _nan_mask(a) is not None:
             raise ValueError(f"{op}: weights with NaN entries are not supported in chainrule; drop the NaNs "
                              f"(and their weights) and call quantile")
@@ -438,10 +510,10 @@ def _median(a: Any, axis: Any, keepdims: bool, nan: bool, op: str) -> Any:
         dtype = data.dtype if inexact else np.dtype(np.float64)
         res = _wrap_like(np.full(batch, np.nan, dtype=dtype), a)
         return reshape(res, keep) if keepdims else res
-    mask = np.isnan(data) if (nan and inexact) else None
+    mask = _nan_mask(arr) if nan else None
     cnt = None
-    if mask is not None and mask.any():
-        cnt = n - mask.sum(-1)
+    if mask is not None:
+        cnt = n - (sum(mask, -1) if isinstance(mask, Tensor) else mask.sum(-1))
         ranks = np.stack([np.maximum((cnt - 1) // 2, 0), cnt // 2])
         vals = _ranked_rows(arr, ranks, batch)
     else:
@@ -452,12 +524,11 @@ def _median(a: Any, axis: Any, keepdims: bool, nan: bool, op: str) -> Any:
     else:
         vals = _float_values(vals)
         out = (getitem(vals, 0) + getitem(vals, 1)) / 2
-    if cnt is not None and (cnt == 0).any():
-        warnings.warn("All-NaN slice encountered", RuntimeWarning, stacklevel=3)
-        out = where(cnt == 0, np.nan, out)
+    if cnt is not None:
+        out = _nan_where(cnt == 0, out, "All-NaN slice encountered", 3)
     elif inexact and not nan:
-        has_nan = np.isnan(data).any(-1)
-        if has_nan.any():
+        has_nan = _any_nan(arr)
+        if _batched(has_nan) or has_nan.any():
             out = where(has_nan, np.nan, out)
     return reshape(out, keep) if keepdims else out
 
@@ -483,6 +554,8 @@ def _replaced(a: Any, value: float) -> tuple:
 
 
 def _count_ok(mask: Any, axis: Any, keepdims: bool) -> Any:
+    if isinstance(mask, Tensor):
+        return sum(~mask, axis, keepdims)
     return np.sum(~mask, axis=axis, dtype=np.intp, keepdims=keepdims)
 
 
@@ -537,11 +610,7 @@ def nanmean(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdi
         return _mean_like(x, axis, dtype, keepdims)
     cnt = _count_ok(mask, normalize_axis(axis, mask.ndim, "nanmean"), keepdims)
     avg = _divide_by_count(sum(x, axis, keepdims, dtype), cnt)
-    bad = cnt == 0
-    if np.any(bad):
-        warnings.warn("Mean of empty slice", RuntimeWarning, stacklevel=2)
-        avg = where(bad, np.nan, avg)
-    return avg
+    return _nan_where(cnt == 0, avg, "Mean of empty slice", 2)
 
 
 def _mean_like(x: Any, axis: Any, dtype: Any, keepdims: bool) -> Any:
@@ -583,21 +652,18 @@ def _nanvar(a: Any, axis: Any, dtype: Any, ddof: int, keepdims: bool, op: str) -
     cnt = _count_ok(mask, axes, True)
     avg = _divide_by_count(sum(x, axis, True, dtype), cnt)
     centered = x - avg
-    if mask.any():
+    if _batched(mask) or mask.any():
         # NumPy's masked path subtracts in place: the deviations keep the data's dtype
         if raw(centered).dtype != d.dtype and _inexact(d.dtype):
             centered = astype(centered, d.dtype)
         centered = where(mask, 0.0, centered)
     var = sum(_abs2(centered), axis, keepdims, dtype)
     if not keepdims:
-        cnt = np.sum(~mask, axis=axes, dtype=np.intp)
+        cnt = _count_ok(mask, axes, False)
     dof = cnt - ddof
     bad = dof <= 0
     var = _divide_by_count(var, np.where(bad, 1, dof))
-    if np.any(bad):
-        warnings.warn("Degrees of freedom <= 0 for slice.", RuntimeWarning, stacklevel=3)
-        var = where(bad, np.nan, var)
-    return var
+    return _nan_where(bad, var, "Degrees of freedom <= 0 for slice.", 3)
 
 
 def nanmax(a: Any, axis: Any = None, out: Any = None, keepdims: bool = False) -> Any:
@@ -616,10 +682,9 @@ def _nanextreme(a: Any, axis: Any, keepdims: bool, fn: Any, fill: float) -> Any:
     x, mask = _replaced(a, fill)
     res = fn(x, axis, keepdims)
     if mask is not None:
-        allnan = np.all(mask, axis=normalize_axis(axis, mask.ndim, "nanmax"), keepdims=keepdims)
-        if np.any(allnan):
-            warnings.warn("All-NaN slice encountered", RuntimeWarning, stacklevel=3)
-            res = where(allnan, np.nan, res)
+        axes = normalize_axis(axis, np.ndim(raw(mask)), "nanmax")
+        allnan = _count_ok(mask, axes, keepdims) == 0
+        res = _nan_where(allnan, res, "All-NaN slice encountered", 3)
     return res
 
 
@@ -639,7 +704,7 @@ def _nanarg(a: Any, axis: Any, keepdims: bool, fn: Any, fill: float, op: str) ->
     a = _arr(a)
     mask = _nan_mask(a)
     if mask is not None:
-        if np.any(np.all(mask, axis=axis)):
+        if not _batched(mask) and np.any(np.all(mask, axis=axis)):
             raise ValueError(f"{op}: All-NaN slice encountered")
         a = where(mask, fill, a)
     return fn(a, axis, keepdims)
@@ -798,6 +863,23 @@ def _window_forward(a: Any, v: Any, off: int, length: int, n: int, m: int) -> An
     return np.convolve(seg, v[::-1], "valid")
 
 
+def _batch_correlate(prim: Any, xs: tuple, batched: tuple, params: dict, size: int) -> Any:
+    """The correlate primitive on a batch (batch first): every window of ``a`` gathered at once,
+    times ``v``, summed (the direct sum for every length: one recorded op chain, no loop)."""
+    a, v = xs
+    off, length, n, m = (int(params[k]) for k in ("off", "length", "n", "m"))
+    if length <= 0:
+        return np.zeros((size, 0), np.result_type(raw(a), raw(v)))
+    lead = (size,) if batched[0] else ()
+    padl, padr = builtins.max(0, -off), builtins.max(0, off + length + m - 1 - n)
+    dt = raw(a).dtype
+    parts = ([np.zeros(lead + (padl,), dt)] if padl else []) + [a] + ([np.zeros(lead + (padr,), dt)] if padr else [])
+    a = concatenate(parts, axis=-1) if len(parts) > 1 else a
+    start = off + padl
+    windows = getitem(a, (Ellipsis, start + np.arange(length)[:, None] + np.arange(m)))    # (..., length, m)
+    return sum(windows * expand_dims(v, -2), -1)      # (size, length): one of a, v is batched
+
+
 # the transposes: a's cotangent is the window of g correlated with flipped v, v's that of a with g
 CORRELATE = defprim(
     "correlate", _window_forward,
@@ -805,7 +887,7 @@ CORRELATE = defprim(
           lambda g, out, a, v, off, length, n, m: _window(a, g, off, m)),
     jvps="linear", saves="x y", needs={0: (1,), 1: (0,)}, kind="linalg", complex="holomorphic",
     flops=lambda out, a, v, **p: 2 * int(np.size(out)) * int(np.size(v)),
-    hint="convolve/correlate take 1-D arrays.")
+    hint="convolve/correlate take 1-D arrays.", batch=_batch_correlate)
 
 
 def _window(a: Any, v: Any, off: int, length: int) -> Any:
@@ -910,7 +992,7 @@ def interp(x: Any, xp: Any, fp: Any, left: Any = None, right: Any = None, period
             raise ValueError("interp: fp and xp are not of the same length")
         x = mod(x, period)
         xp = mod(xp, period)
-        order = np.argsort(raw(xp), kind="stable")
+        order = argsort(xp) if _batched(xp) else np.argsort(raw(xp), kind="stable")
         xp, fp = getitem(xp, order), getitem(fp, order)
         xp = concatenate([getitem(xp, slice(-1, None)) - period, xp, getitem(xp, slice(0, 1)) + period])
         fp = concatenate([getitem(fp, slice(-1, None)), fp, getitem(fp, slice(0, 1))])
@@ -924,6 +1006,8 @@ def interp(x: Any, xp: Any, fp: Any, left: Any = None, right: Any = None, period
         raise ValueError("interp: fp and xp are not of the same length.")
     lval = getitem(fp, 0) if left is None else astype(_arr(left), fdt)
     rval = getitem(fp, -1) if right is None else astype(_arr(right), fdt)
+    if _batched(x, xp, fp, lval, rval):
+        return _interp_batched(x, xp, fp, lval, rval, L)
     below, above = xr < xpr[0], xr > xpr[-1]
     if L == 1:
         return where(below, lval, where(above, rval, getitem(fp, 0)))      # NaN x: fp[0], as NumPy
@@ -955,6 +1039,31 @@ def interp(x: Any, xp: Any, fp: Any, left: Any = None, right: Any = None, period
     if np.isnan(xr).any():
         res = where(np.isnan(xr), x, res)
     return res
+
+
+def _interp_batched(x: Any, xp: Any, fp: Any, lval: Any, rval: Any, L: int) -> Any:
+    """``interp``'s rules with chainrule ops only (inside cr.vmap, where no value can be read):
+    each correction is a where, the segment a count of the knots at or below x."""
+    below, above = x < getitem(xp, 0), x > getitem(xp, -1)
+    if L == 1:
+        return where(below, lval, where(above, rval, getitem(fp, 0)))
+    j = sum(expand_dims(x, -1) >= xp, -1) - 1                     # searchsorted(xp, x, "right") - 1
+    jc = clip(j, 0, L - 2)
+    xj, xj1 = getitem(xp, jc), getitem(xp, jc + 1)
+    fj, fj1 = getitem(fp, jc), getitem(fp, jc + 1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        slope = (fj1 - fj) / (xj1 - xj)
+        v0 = slope * (x - xj) + fj
+        v1 = slope * (x - xj1) + fj1
+    last = (j == L - 1) & ~above
+    knot = (x == getitem(xp, clip(j, 0, L - 1))) & ~last
+    redo = isnan(v0) & ~knot & ~last
+    res = where(redo, v1, v0)
+    res = where(redo & isnan(v1) & (fj == fj1), fj, res)
+    res = where(knot & ~isfinite(v0), fj, res)
+    res = where(last & isfinite(v1), v1, where(last, fj1, res))
+    res = where(below, lval, where(above, rval, res))
+    return where(isnan(x), x, res)
 
 
 def trapezoid(y: Any, x: Any = None, dx: Any = 1.0, axis: int = -1) -> Any:
@@ -1005,12 +1114,18 @@ def histogram(a: Any, bins: Any = 10, range: Any = None, density: Any = None, we
     >>> h
     tensor([3., 3.], grad_fn=<ScatterAddBackward>)
     """
+    if _batched(a, bins):
+        raise VmapError("histogram of batched data (or bins) inside cr.vmap: the bin edges and the count "
+                        "in each bin depend on the values; batch only the weights, or compute the histogram "
+                        "outside the vmapped function")
     data = raw(a)
     if weights is None:
         hist, edges = np.histogram(data, raw(bins), range, density)
         return _wrap_like(hist, a), _wrap_like(edges, a)
     weights = _arr(weights)
-    edges = np.histogram_bin_edges(data, raw(bins), range, raw(weights))
+    # (batched weights: the edges depend on the shape of the weights only)
+    stand_in = np.ones(np.shape(raw(weights))) if _batched(weights) else raw(weights)
+    edges = np.histogram_bin_edges(data, raw(bins), range, stand_in)
     flat = np.ravel(data)
     if np.shape(raw(weights)) != np.shape(data):
         raise ValueError("histogram: weights should have the same shape as a.")
@@ -1029,6 +1144,10 @@ def histogram(a: Any, bins: Any = 10, range: Any = None, density: Any = None, we
 def bincount(x: Any, weights: Any = None, minlength: int = 0) -> Any:
     """Counts of each non-negative integer, as ``numpy.bincount``; with ``weights`` the sums of
     the weights (float64), differentiable in them."""
+    if _batched(x):
+        raise VmapError("bincount of batched values inside cr.vmap: the result's length (the largest value "
+                        "+ 1) would depend on the values; compare with each bin instead, e.g. "
+                        "cr.sum(x[..., None] == cr.arange(n), axis=-2)")
     xr = raw(x)
     counts = np.bincount(xr, minlength=minlength)
     if weights is None:
@@ -1078,7 +1197,10 @@ def linspace(start: Any, stop: Any, num: int = 50, endpoint: bool = True, retste
     y = np.arange(0, num, dtype=dt).reshape((-1,) + (1,) * nd)
     if div > 0:
         step = delta / div
-        y = (y / div) * delta if np.any(raw(step) == 0) else y * step
+        if _batched(step):          # NumPy's choice, per example: any zero step divides last
+            y = where(sum(step == 0) > 0, (y / div) * delta, y * step)
+        else:
+            y = (y / div) * delta if np.any(raw(step) == 0) else y * step
     else:
         step = np.nan
         y = y * delta
@@ -1099,7 +1221,7 @@ def logspace(start: Any, stop: Any, num: int = 50, endpoint: bool = True, base: 
     """``base ** linspace(start, stop)``, as ``numpy.logspace``; differentiable in Tensor arguments."""
     if not _any_tensor(start, stop, base):
         return _make(np.logspace(start, stop, num, endpoint, base, dtype, axis), dtype)
-    ndmax = np.broadcast(raw(start), raw(stop), raw(base)).ndim
+    ndmax = builtins.max(np.ndim(raw(v)) for v in (start, stop, base))
     start, stop, base = (_atleast(v, ndmax) for v in (start, stop, base))
     y = linspace(start, stop, num=num, endpoint=endpoint, axis=axis)
     out = power(expand_dims(base, axis), y)
@@ -1119,11 +1241,14 @@ def geomspace(start: Any, stop: Any, num: int = 50, endpoint: bool = True, dtype
     if not _any_tensor(start, stop):
         return _make(np.geomspace(start, stop, num, endpoint, dtype, axis), dtype)
     start, stop = _arr(start) * 1.0, _arr(stop) * 1.0
-    if np.any(raw(start) == 0) or np.any(raw(stop) == 0):
+    batched = _batched(start, stop)
+    if not batched and (np.any(raw(start) == 0) or np.any(raw(stop) == 0)):
         raise ValueError("geomspace: Geometric sequence cannot include zero")
-    dt = np.result_type(*(_key(raw(v)) for v in (start, stop)), float(num), np.zeros((), dtype))
+    dt = np.result_type(*(np.float32 if raw(v).dtype in LOW_PRECISION else raw(v).dtype for v in (start, stop)),
+                        float(num), np.zeros((), dtype))
     start, stop = astype(start, dt), astype(stop, dt)
-    sign = np.sign(raw(start))
+    # (batched: a zero end point gives NaN or inf, not NumPy's ValueError, which would depend on the values)
+    sign = _sign(start).detach() if batched else np.sign(raw(start))
     start = start / sign
     stop = stop / sign
     with np.errstate(invalid="ignore", divide="ignore"):

@@ -13,6 +13,8 @@ from typing import Any
 
 from .._backend import ndarray, np
 from .._dtypes import LOW_PRECISION, accum_dtype, accumulate
+from ._batching import batch_axes, set_batch
+from ._batching import reshape as _breshape
 from ._registry import apply, defprim, raw
 from ._shapes import normalize_axis, reduced_shape
 from .elementwise import (
@@ -480,6 +482,24 @@ ARGMAX = defprim("argmax", lambda x, axis, keepdims: np.argmax(x, axis=axis, kee
 ARGMIN = defprim("argmin", lambda x, axis, keepdims: np.argmin(x, axis=axis, keepdims=keepdims),
                  kind="discrete")
 ARGSORT = defprim("argsort", lambda x, axis: np.argsort(x, axis=axis, kind="stable"), kind="discrete")
+
+
+def _batch_arg(prim: Any, xs: tuple, batched: tuple, params: dict, size: int) -> Any:
+    """argmax/argmin: axis None is the index into the flattened example."""
+    x, axis, keepdims = xs[0], params["axis"], params["keepdims"]
+    ndim = np.ndim(x) - 1
+    if axis is not None:
+        return apply(prim, (x,), {"axis": axis % builtins.max(ndim, 1) + 1, "keepdims": keepdims})
+    out = apply(prim, (_breshape(x, (size, -1)),), {"axis": 1, "keepdims": False})
+    return _breshape(out, (size,) + (1,) * ndim) if keepdims else out
+
+
+for _prim in (SUM, PROD, AMAX, AMIN, LOGSUMEXP):
+    set_batch(_prim, batch_axes("axis", shapes=("shape",)))
+for _prim in (CUMSUM, CUMPROD, ARGSORT):
+    set_batch(_prim, batch_axes("axis"))
+set_batch(ARGMAX, _batch_arg)
+set_batch(ARGMIN, _batch_arg)
 
 
 def argmax(x: Any, axis: Any = None, keepdims: bool = False) -> Any:

@@ -13,6 +13,9 @@ from .._backend import np
 from ..errors import DTypeError, ShapeError
 from ..grad_mode import STATE
 from ..tensor import Tensor
+from ._batching import batch_axes, batch_index, batch_unary, expand, inverse, lift, region_shape, set_batch
+from ._batching import reshape as _breshape
+from ._batching import transpose as _btranspose
 from ._registry import apply, defprim, raw
 from ._shapes import normalize_axis
 from .elementwise import IMAG, REAL, astype, multiply, where, zeros_like
@@ -182,12 +185,94 @@ INDEX_PUT = defprim("index_put", _index_put_forward,
                     flops=_NOFLOP, kind="shape", complex="linear")
 
 
+# ----- batching rules (cr.vmap) -----
+def _batch_reshape(prim: Any, xs: tuple, batched: tuple, params: dict, size: int) -> Any:
+    return apply(prim, xs, {"shape": (size,) + tuple(params["shape"]), "in_shape": (size,) + tuple(params["in_shape"])})
+
+
+def _batch_transpose(prim: Any, xs: tuple, batched: tuple, params: dict, size: int) -> Any:
+    return apply(prim, xs, {"axes": (0,) + tuple(a + 1 for a in params["axes"])})
+
+
+def _batch_broadcast_to(prim: Any, xs: tuple, batched: tuple, params: dict, size: int) -> Any:
+    shape = tuple(params["shape"])
+    return apply(prim, (lift(xs[0], len(shape), size),), {"shape": (size,) + shape})
+
+
+def _batch_concatenate(prim: Any, xs: tuple, batched: tuple, params: dict, size: int) -> Any:
+    xs = tuple(x if b else expand(x, size) for x, b in zip(xs, batched))
+    return apply(prim, xs, {"axis": params["axis"] + 1, "bounds": params["bounds"]})
+
+
+def _batch_roll(prim: Any, xs: tuple, batched: tuple, params: dict, size: int) -> Any:
+    x, axis = xs[0], params["axis"]
+    if axis is None:                    # NumPy rolls the flattened array
+        shape = np.shape(x)
+        flat = apply(prim, (_breshape(x, (size, -1)),), {"shift": params["shift"], "axis": 1})
+        return _breshape(flat, shape)
+    ndim = np.ndim(x) - 1
+    axis = tuple(a % ndim + 1 for a in axis) if isinstance(axis, tuple) else axis % ndim + 1
+    return apply(prim, xs, {"shift": params["shift"], "axis": axis})
+
+
+def _batch_pad(prim: Any, xs: tuple, batched: tuple, params: dict, size: int) -> Any:
+    return apply(prim, xs, {"pad_width": ((0, 0),) + tuple(params["pad_width"]),
+                            "constant_values": params["constant_values"]})
+
+
+def _batch_diagonal(prim: Any, xs: tuple, batched: tuple, params: dict, size: int) -> Any:
+    ndim = len(params["shape"])
+    return apply(prim, xs, {"offset": params["offset"], "axis1": params["axis1"] % ndim + 1,
+                            "axis2": params["axis2"] % ndim + 1, "shape": (size,) + tuple(params["shape"])})
+
+
+def _batch_getitem(prim: Any, xs: tuple, batched: tuple, params: dict, size: int) -> Any:
+    x = xs[0] if batched[0] else expand(xs[0], size)
+    shape = tuple(params["shape"])
+    index, perm = batch_index(params["index"], len(shape), size)
+    out = apply(prim, (x,), {"index": index, "shape": (size,) + shape})
+    return _btranspose(out, perm) if perm else out
+
+
+def _batch_scatter_add(prim: Any, xs: tuple, batched: tuple, params: dict, size: int) -> Any:
+    shape = tuple(params["shape"])
+    index, perm = batch_index(params["index"], len(shape), size)
+    g = xs[0] if batched[0] else expand(xs[0], size)
+    if perm:
+        g = _btranspose(g, inverse(perm))
+    return apply(prim, (g,), {"index": index, "shape": (size,) + shape, "dtype": params["dtype"]})
+
+
+def _batch_index_put(prim: Any, xs: tuple, batched: tuple, params: dict, size: int) -> Any:
+    x = xs[0] if batched[0] else expand(xs[0], size)
+    shape = tuple(np.shape(x))
+    index, perm = batch_index(params["index"], len(shape) - 1, size)
+    v = xs[1]
+    if batched[1] or perm:
+        region = region_shape(shape, index)                     # the batch's, laid out as NumPy does
+        full = tuple(region[p] for p in perm) if perm else region        # (size,) + the example's
+        if not batched[1]:
+            v = expand(v, size)
+        v = apply(BROADCAST_TO, (lift(v, len(full) - 1, size),), {"shape": full})
+        if perm:
+            v = _btranspose(v, inverse(perm))
+    return apply(prim, (x, v), {"index": index})
+
+
+for _prim, _rule in ((RESHAPE, _batch_reshape), (TRANSPOSE, _batch_transpose), (BROADCAST_TO, _batch_broadcast_to),
+                     (CONCATENATE, _batch_concatenate), (FLIP, batch_axes("axis")), (ROLL, _batch_roll),
+                     (PAD, _batch_pad), (DIAGONAL, _batch_diagonal), (DIAGONAL_SCATTER, _batch_diagonal),
+                     (GETITEM, _batch_getitem), (SCATTER_ADD, _batch_scatter_add), (INDEX_PUT, _batch_index_put),
+                     (VIEW_AS_REAL, batch_unary), (VIEW_AS_COMPLEX, batch_unary)):
+    set_batch(_prim, _rule)
+
+
 def _normalize_index(index: Any, shape: tuple) -> tuple:
     """Plain-array index tuple; Tensors unwrapped, boolean masks checked against the dimensions they
     select from (as NumPy does) and turned into integer arrays."""
     if not isinstance(index, tuple):
         index = (index,)
-    index = [_index_array(raw(i)) for i in index]
+    index = [i if isinstance(i, Tensor) and i._level else _index_array(raw(i)) for i in index]   # (vmap: kept)
     # dimensions each entry consumes: a mask its ndim, None and Ellipsis none (Ellipsis: the rest)
     used = [np.ndim(i) if _is_mask(i) else 0 if i is None or i is Ellipsis else 1 for i in index]
     out: list = []
@@ -226,7 +311,8 @@ def _as_view(out: Any, x: Any, regenerate: Any, put_back: Any) -> Any:
     version counter, as a PyTorch view does: an in-place change through either is seen by both.
     ``regenerate(base)`` makes the view again and ``put_back(base, view)`` is the base with the
     view's region replaced: an in-place op on the view rewrites the base's history with them."""
-    if isinstance(x, Tensor) and isinstance(out, Tensor) and np.may_share_memory(out.data, x.data):
+    if isinstance(x, Tensor) and isinstance(out, Tensor) and not out._level \
+            and np.may_share_memory(out.data, x.data):
         out._shares_memory_with(x)
         out._view = (x, regenerate, put_back)
         if not STATE.grad_enabled:
@@ -596,11 +682,16 @@ def index_put(x: Any, index: Any, values: Any) -> Any:
     return apply(INDEX_PUT, (x, values), {"index": index})
 
 
+def _indices(indices: Any) -> Any:
+    """An index argument as an array; inside cr.vmap a batched one stays a (batched) tensor."""
+    return indices if isinstance(indices, Tensor) and indices._level else np.asarray(raw(indices))
+
+
 def take(x: Any, indices: Any, axis: int | None = None, out: Any = None, mode: str = "raise") -> Any:
     """Take elements by integer indices along ``axis`` (composite of getitem); ``mode`` 'wrap' or
     'clip' handles out-of-range indices as ``numpy.take``."""
     _refuse_out(out, "take")
-    indices = np.asarray(raw(indices))
+    indices = _indices(indices)
     if axis is None:
         x, axis = ravel(x), 0
     axis = _axis(axis, len(_shape_of(x)), "take")
@@ -617,7 +708,7 @@ def take(x: Any, indices: Any, axis: int | None = None, out: Any = None, mode: s
 def take_along_axis(x: Any, indices: Any, axis: int | None = -1) -> Any:
     """``numpy.take_along_axis`` (composite of getitem with broadcast index grids); ``axis=None``
     takes from the flattened ``x``."""
-    indices = np.asarray(raw(indices))
+    indices = _indices(indices)
     if axis is None:
         if indices.ndim != 1:
             raise ShapeError(f"take_along_axis: with axis=None the indices must be 1-D, got shape {indices.shape}")

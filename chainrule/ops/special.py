@@ -23,13 +23,14 @@ from .._dtypes import LOW_PRECISION, accumulate
 from ..errors import GraphError
 from ..tensor import Tensor, wrap
 from ._registry import apply, defprim, keeping_zero, raw, unary
-from .elementwise import abs, erf, exp, log, log1p, sign, where
+from .elementwise import abs, astype, erf, exp, isfinite, log, log1p, sign, where
 from .elementwise import sinc as _sinc
 from .nn import log_softmax as _log_softmax_along
 from .nn import softmax as _softmax_along
+from .reduction import amax
 from .reduction import logsumexp as _logsumexp
 from .reduction import sum as _sum
-from .shape import reshape, stack
+from .shape import reshape, squeeze, stack
 
 _PI = math.pi
 _SQRT_PI = math.sqrt(math.pi)
@@ -298,11 +299,14 @@ def multigammaln(a: Any, d: Any) -> Any:
     if not np.isscalar(dim) or np.floor(dim) != dim or dim < 1:
         raise ValueError(f"multigammaln: d should be a positive integer (dimension), got {d!r}")
     dim = int(dim)
-    if np.any(np.asarray(raw(a)) <= 0.5 * (dim - 1)):
+    batched = _batched(a)
+    if not batched and np.any(np.asarray(raw(a)) <= 0.5 * (dim - 1)):
         raise ValueError(f"multigammaln: condition a > 0.5 * (d - 1) = {0.5 * (dim - 1)} not met")
     # SciPy's order of operations (a float64 constant, as SciPy's; then the sum of the stacked terms)
     res = np.float64((dim * (dim - 1) * 0.25) * np.log(np.pi))
-    return res + _sum(stack([gammaln(a - (j - 1.0) / 2) for j in range(1, dim + 1)]), axis=0)
+    out = res + _sum(stack([gammaln(a - (j - 1.0) / 2) for j in range(1, dim + 1)]), axis=0)
+    # inside cr.vmap the check cannot raise for some examples only: NaN where it fails
+    return where(a <= 0.5 * (dim - 1), np.nan, out) if batched else out
 
 
 def logsumexp(a: Any, axis: Any = None, b: Any = None, keepdims: bool = False, return_sign: bool = False) -> Any:
@@ -333,6 +337,8 @@ def logsumexp(a: Any, axis: Any = None, b: Any = None, keepdims: bool = False, r
         except TypeError:                     # bfloat16 with float16: no common type; float32 it stays
             return res
         return tuple(r.astype(low) for r in res) if return_sign else res.astype(low)
+    if _batched(a, b):
+        return _logsumexp_b_ops(a, b, axis, keepdims, return_sign)
     ad, bd = raw(a), raw(b)
     ad_b, bd_b = np.broadcast_arrays(np.asarray(ad), np.asarray(bd))
     keep = bd_b != 0
@@ -348,6 +354,28 @@ def logsumexp(a: Any, axis: Any = None, b: Any = None, keepdims: bool = False, r
     if return_sign:
         return out, _constant_like(out, sgn.astype(raw(out).dtype))
     return where(sgn < 0, np.nan, out)
+
+
+def _logsumexp_b_ops(a: Any, b: Any, axis: Any, keepdims: bool, return_sign: bool) -> Any:
+    """``logsumexp`` with ``b``, its constants (the shift, the masks, the sign) from chainrule ops
+    (inside cr.vmap, where no value can be read): the same values and gradients."""
+    keep = b != 0
+    ignored = ~keep & ~isfinite(a)
+    a_max = amax(where(keep, a.detach() if isinstance(a, Tensor) else a, -np.inf), axis=axis, keepdims=True)
+    a_max = where(isfinite(a_max), a_max, 0)
+    s = _sum(b * exp(where(ignored, -np.inf, a) - a_max), axis=axis, keepdims=keepdims)
+    zero = s == 0
+    shift = a_max if keepdims else squeeze(a_max, axis=axis)
+    out = where(zero, -np.inf, log(abs(where(zero, 1, s))) + shift)
+    sgn = sign(s.detach())
+    if return_sign:
+        return out, astype(sgn, out.dtype)
+    return where(sgn < 0, np.nan, out)
+
+
+def _batched(*xs: Any) -> bool:
+    """Whether any of ``xs`` is a batched tensor (inside cr.vmap): its values cannot be read."""
+    return any(isinstance(x, Tensor) and x._level for x in xs)
 
 
 def _constant_like(like: Any, data: Any) -> Any:
@@ -372,6 +400,8 @@ def _over_axes(x: Any, axis: Any, along: Any, composite: Any) -> Any:
 def _float(x: Any) -> Any:
     """Integer and bool inputs as float64, as SciPy computes them."""
     d = raw(x)
+    if isinstance(x, Tensor):
+        return astype(x, np.float64) if x.dtype.kind in "biu" else x
     return np.asarray(d, np.float64) if np.asarray(d).dtype.kind in "biu" else x
 
 

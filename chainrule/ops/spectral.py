@@ -74,12 +74,13 @@ import warnings
 from typing import Any, NamedTuple
 
 from .._backend import np
-from ..errors import ShapeError
+from ..errors import ShapeError, VmapError
 from ..tensor import Tensor
 from ..tensor import wrap as _wrap
+from ._batching import batch_unary, set_batch
 from ._registry import apply, defprim, raw
 from .elementwise import abs, astype, conj, sign, where
-from .linalg import inv, matmul
+from .linalg import _batch_values, _per_batch, _rewrap, inv, matmul
 from .linalg import norm as _vector_and_simple_norm
 from .reduction import amax, amin, sum
 from .shape import (
@@ -144,7 +145,7 @@ def _gap_rtol(dtype: Any) -> float:
 
 
 def _nonzero(x: Any) -> bool:
-    return x is not None and bool(np.any(raw(x)))
+    return x is not None and bool(np.any(_batch_values(x)))
 
 
 def _as_dtype(x: Any, dtype: Any) -> Any:
@@ -152,7 +153,8 @@ def _as_dtype(x: Any, dtype: Any) -> Any:
 
 
 def _max_abs(x: Any, axes: tuple = (-2, -1)) -> Any:
-    return np.abs(raw(x)).max(axis=axes, keepdims=True, initial=0) if raw(x).size else np.zeros(())
+    xd = _batch_values(x)
+    return np.abs(xd).max(axis=axes, keepdims=True, initial=0) if xd.size else np.zeros(())
 
 
 def _square(a: Any, op: str) -> tuple:
@@ -186,6 +188,13 @@ def _gauge_error(op: str, what: str, value: float) -> ValueError:
         f"|v|, v v^H, reconstructions, or the {'eigenvalues' if op.startswith('eig') else 'singular values'}")
 
 
+def _first(mask: Any, shape: tuple) -> tuple:
+    """The first True entry of ``mask`` as an index into an array of ``shape`` that it broadcasts
+    (``mask`` may carry more leading batch axes: a cotangent batched by vmap)."""
+    idx = np.argwhere(mask)[0][mask.ndim - len(shape):]
+    return tuple(int(min(i, n - 1)) for i, n in zip(idx, shape))
+
+
 def _degenerate_error(op: str, kind: str, a: float, b: float, rel: float) -> ValueError:
     vec = "eigenvectors" if kind == "eigenvalues" else "singular vectors"
     return ValueError(
@@ -213,18 +222,18 @@ def _inverse_gaps(w: Any, x: Any, op: str, forward: bool = False) -> Any:
     the cotangent ``x`` = V^H gV (the tangent P in forward mode) must vanish on the pair (both x_ij
     and x_ji): else the derivative does not exist, or is a 0/0 limit that cannot be evaluated at this
     point (reverse mode raises; forward mode warns and holds the eigenspace's basis fixed)."""
-    wd = raw(w)
+    wd = _batch_values(w)
     n = wd.shape[-1]
     gap = wd[..., None, :] - wd[..., :, None]
     top = np.abs(wd).max(axis=-1, initial=0)[..., None, None]
     off = ~np.eye(n, dtype=bool)
     near = (np.abs(gap) <= _gap_rtol(wd.dtype) * top) & off
     if near.any():
-        xd = np.abs(raw(x))
+        xd = np.abs(_batch_values(x))
         xd = np.maximum(xd, np.swapaxes(xd, -1, -2))
         bad = near & (xd > np.sqrt(_eps(wd.dtype)) * _max_abs(x))
         if bad.any():
-            idx = tuple(int(i) for i in np.argwhere(bad)[0])
+            idx = _first(bad, near.shape)
             wi, wj = wd[idx[:-1]], wd[idx[:-2] + (idx[-1],)]
             rel = abs(float(wj) - float(wi)) / max(float(top[idx[:-2] + (0, 0)]), 1e-300)
             if not forward:
@@ -247,7 +256,7 @@ def _eigh_vjp(g: Any, out: Any, a: Any, UPLO: str) -> Any:
     if _nonzero(gv):
         x = matmul(vh, gv)
         if _is_complex(x):
-            im = np.abs(np.imag(np.diagonal(raw(x), 0, -2, -1)))
+            im = np.abs(np.imag(np.diagonal(_batch_values(x), 0, -2, -1)))
             if (im > np.sqrt(_eps(raw(x).dtype)) * _max_abs(x)[..., 0]).any():
                 raise _gauge_error("eigh", "eigenvectors", float(im.max()))
         inner = inner + _inverse_gaps(w, x, "eigh") * ((x - _mH(x)) * 0.5)
@@ -367,7 +376,7 @@ def _svd_checks(s: Any, op: str, joint: Any, anti: Any, forward: bool = False) -
     singular values). F- is 0 between (nearly) equal singular values, F+ between two (nearly) zero
     ones; there ``joint`` (XU + XV, or the tangent's P + P^H) resp. ``anti`` (XU - XV, P - P^H) must
     vanish on the pair, else reverse mode raises and forward mode warns and holds the basis fixed."""
-    sd = raw(s)
+    sd = _batch_values(s)
     k = sd.shape[-1]
     rtol = _gap_rtol(sd.dtype)
     top = sd.max(axis=-1, initial=0)[..., None, None]
@@ -379,14 +388,14 @@ def _svd_checks(s: Any, op: str, joint: Any, anti: Any, forward: bool = False) -
         small = np.sqrt(_eps(sd.dtype))
 
         def flagged(z: Any, where_: Any) -> Any:
-            zd = np.abs(raw(z))
+            zd = np.abs(_batch_values(z))
             zd = np.maximum(zd, np.swapaxes(zd, -1, -2))
             return where_ & (zd > small * _max_abs(z))
         bad = flagged(joint, near) if joint is not None else np.zeros_like(near)
         if anti is not None:
             bad |= flagged(anti, both_zero)
         if bad.any():
-            idx = tuple(int(i) for i in np.argwhere(bad)[0])
+            idx = _first(bad, near.shape)
             si, sj = float(sd[idx[:-1]]), float(sd[idx[:-2] + (idx[-1],)])
             rel = abs(si - sj) / max(float(top[idx[:-2] + (0, 0)]), 1e-300)
             if not forward:
@@ -414,7 +423,7 @@ def _zero_sv_error(op: str, what: str) -> ValueError:
 def _check_zero_columns(r: Any, zero: Any, scale: Any, op: str) -> None:
     """Columns of ``r`` multiplied by 1/s at a zero singular value must be ~0."""
     if zero.any():
-        col = np.abs(raw(r)).max(axis=-2, initial=0)
+        col = np.abs(_batch_values(r)).max(axis=-2, initial=0)
         if (zero & (col > np.sqrt(_eps(raw(r).dtype)) * scale[..., 0])).any():
             raise _zero_sv_error(op, "singular vectors")
 
@@ -432,9 +441,9 @@ def _svd_core_vjp(gu: Any, gs: Any, gv: Any, u: Any, s: Any, v: Any, op: str) ->
     if cplx:
         im = 0.0
         if any_u:
-            im = im + np.imag(np.diagonal(raw(xu), 0, -2, -1))
+            im = im + np.imag(np.diagonal(_batch_values(xu), 0, -2, -1))
         if any_v:
-            im = im + np.imag(np.diagonal(raw(xv), 0, -2, -1))
+            im = im + np.imag(np.diagonal(_batch_values(xv), 0, -2, -1))
         scale = (_max_abs(xu)[..., 0] if any_u else 0.0) + (_max_abs(xv)[..., 0] if any_v else 0.0)
         if (np.abs(im) > np.sqrt(_eps(raw(u).dtype)) * scale).any():
             raise _gauge_error(op, "singular vectors", float(np.abs(im).max()))
@@ -450,7 +459,8 @@ def _svd_core_vjp(gu: Any, gs: Any, gv: Any, u: Any, s: Any, v: Any, op: str) ->
     inner = _diag_embed(gs) + (f_m * kj + f_p * ka) * 0.5
     if cplx and any_u:
         imu = imag(_diag(xu))
-        if zero.any() and (zero & (np.abs(raw(imu)) > np.sqrt(_eps(raw(u).dtype)) * _max_abs(xu)[..., 0])).any():
+        tol = np.sqrt(_eps(raw(u).dtype)) * _max_abs(xu)[..., 0]
+        if zero.any() and (zero & (np.abs(_batch_values(imu)) > tol)).any():
             raise _zero_sv_error(op, "phases of the singular vectors")
         inner = inner + _diag_embed(imu * s_inv) * 1j
     ga = matmul(matmul(u, inner), vh)
@@ -469,7 +479,7 @@ def _svd_vjp(g: Any, out: Any, a: Any, full_matrices: bool, m: int) -> Any:
     n, k, ku, kv = _svd_sizes(out, full_matrices, m)
     u, s, v = _split_svd(out, False, m) if not full_matrices else (out[..., :m, :k], real(out[..., m, :k]),
                                                                     out[..., m + 1:, :k])
-    gd = raw(g)
+    gd = _batch_values(g)
     if full_matrices and (np.any(gd[..., :m, k:ku]) or np.any(gd[..., m + 1:, k:kv])):
         raise ValueError(
             f"svd: the gradient with respect to the columns of U (or rows of Vh) beyond min(m, n) = {k} of a "
@@ -552,16 +562,30 @@ def _hermitian_svd(a: Any, compute_uv: bool) -> Any:
     """NumPy's hermitian=True path: from eigh, |w| sorted descending, the signs moved into Vh."""
     if not compute_uv:
         s = abs(eigvalsh(a))
-        order = np.argsort(raw(s), axis=-1)[..., ::-1]
-        return take_along_axis(s, order, -1)
+        return _take_last(s, _descending(s))
     w, v = eigh(a)
     sgn = sign(w)
     s = abs(w)
-    order = np.argsort(raw(s), axis=-1)[..., ::-1]
-    sgn = take_along_axis(sgn, order, -1)
-    s = take_along_axis(s, order, -1)
-    u = take_along_axis(v, np.broadcast_to(order[..., None, :], raw(v).shape), -1)
+    order = _descending(s)
+    sgn = _take_last(sgn, order)
+    s = _take_last(s, order)
+    u = _take_last(v, order, rows=True)
     return SVDResult(u, s, _mH(u * _row(sgn)))
+
+
+def _descending(s: Any) -> Any:
+    return _per_batch(lambda v: np.argsort(v, axis=-1)[..., ::-1], s)
+
+
+def _take_last(x: Any, order: Any, rows: bool = False) -> Any:
+    """``x`` permuted along its last axis by ``order`` (per vector, or for every row of each matrix
+    with ``rows``), as ``take_along_axis``; a batched ``order`` gathers through getitem."""
+    if not (isinstance(order, Tensor) and order._level):
+        return take_along_axis(x, np.broadcast_to(order[..., None, :], raw(x).shape) if rows else order, -1)
+    shape = np.shape(raw(x))
+    grids = list(np.ogrid[tuple(slice(n) for n in shape)])
+    grids[-1] = expand_dims(order, -2) if rows else order
+    return x[tuple(grids)]
 
 
 def svd(a: Any, full_matrices: bool = True, compute_uv: bool = True, hermitian: bool = False) -> Any:
@@ -607,6 +631,10 @@ def svdvals(a: Any) -> Any:
 
 
 # ----- composites -----
+for _prim in (EIGH, EIGVALSH, SVD, SVDVALS):
+    set_batch(_prim, batch_unary)
+
+
 def _pinv_vjp(g: Any, out: Any, a: Any, rcond: Any, hermitian: bool) -> Any:
     # G = -X^H g X^H + (I - A X) g^H X X^H + X^H X g^H (I - X A), the adjoint of the JVP below
     xh, gh = _mH(out), _mH(g)
@@ -629,6 +657,7 @@ def _pinv_jvp(t: Any, out: Any, a: Any, rcond: Any, hermitian: bool) -> Any:
 PINV = defprim("pinv", lambda a, rcond, hermitian: np.linalg.pinv(a, rcond=rcond, hermitian=hermitian),
                vjps=(_pinv_vjp,), jvps=(_pinv_jvp,), saves="x out", flops=lambda out, a, **p: _svd_flops(out, a),
                kind="matmul", autocast="float32", complex="own", hint="pinv expects matrices (..., m, n).")
+set_batch(PINV, batch_unary)
 
 
 def pinv(a: Any, rcond: Any = None, hermitian: bool = False, *, rtol: Any = _NoValue) -> Any:
@@ -692,11 +721,15 @@ def lstsq(a: Any, b: Any, rcond: Any = None) -> tuple:
         x, res, rank, s = np.linalg.lstsq(raw(a), raw(b), rcond=rcond)
         return tuple(_wrap(r) for r in (x, res)) + (rank, _wrap(s)) if tracked else (x, res, rank, s)
     s = svdvals(a)
-    sd = raw(s)
-    rank = np.int32(np.count_nonzero(sd > rcond * sd.max(initial=0)))
+    rank = _per_batch(lambda v: np.count_nonzero(v > rcond * v.max(axis=-1, keepdims=True, initial=0),
+                                                 axis=-1).astype(np.int32), s)
+    ranks = _batch_values(rank)
+    if ranks.ndim and m > n and (ranks == n).any() and not (ranks == n).all():
+        raise VmapError("lstsq inside cr.vmap: the residuals' shape depends on the rank, and some examples "
+                        "have full column rank and some not; compute b - a @ x instead")
     x = matmul(pinv(a, rcond=rcond), b2)
     x = _as_dtype(x, dtype)
-    if rank == n and m > n:
+    if (ranks == n).all() and m > n:
         r = b2 - matmul(a, x)
         res = sum(real(r * conj(r)) if dtype.kind == "c" else r * r, axis=0)
         res = _as_dtype(res, real_dtype)
@@ -715,8 +748,9 @@ def matrix_rank(A: Any, tol: Any = None, hermitian: bool = False, *, rtol: Any =
     >>> int(cr.linalg.matrix_rank(cr.tensor([[1.0, 2.0], [2.0, 4.0]])))
     1
     """
-    return np.linalg.matrix_rank(np.asarray(raw(A)), tol=None if tol is None else raw(tol),
-                                 hermitian=hermitian, rtol=None if rtol is None else raw(rtol))
+    return _per_batch(lambda v: np.linalg.matrix_rank(np.asarray(v), tol=None if tol is None else raw(tol),
+                                                      hermitian=hermitian, rtol=None if rtol is None else raw(rtol)),
+                      A)
 
 
 _MATRIX_ORDS = ("fro", "nuc", 1, -1, 2, -2, np.inf, -np.inf)
@@ -824,10 +858,9 @@ def cond(x: Any, p: Any = None) -> Any:
         except (np.linalg.LinAlgError, ValueError) as e:
             if "ord" in str(e) or "order" in str(e):
                 raise
-            want = np.linalg.cond(raw(x), p)       # singular somewhere: NumPy's inf, no gradient there
-            return _wrap(want) if isinstance(x, Tensor) else want
-    rd = raw(r)
-    nan = np.isnan(rd) & ~np.isnan(raw(x)).any(axis=(-2, -1))
+            want = _per_batch(lambda v: np.linalg.cond(v, p), x)    # singular somewhere: NumPy's inf, no gradient
+            return _wrap(want) if isinstance(x, Tensor) and not x._level else want
+    nan = np.isnan(_batch_values(r)) & ~np.isnan(_batch_values(x)).any(axis=(-2, -1))
     if np.any(nan):
-        r = where(nan, np.inf, r)
+        r = where(_rewrap(nan, r), np.inf, r)
     return r

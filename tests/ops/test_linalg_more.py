@@ -267,3 +267,13 @@ def test_numpy_raises_the_same_kinds_of_errors():
         for m in (np.linalg, L):
             with pytest.raises(ValueError):
                 fn(m)
+
+
+def test_solve_of_a_batch_of_matrices_and_one_vector_has_exact_gradients():
+    # b 1-D with a batched a of as many matrices as rows: the result (n, n) must still be read as
+    # a batch of vectors by the rules (NumPy 2's rule: only a 1-D b is a vector)
+    rng = np.random.default_rng(0)
+    a = cr.tensor(rng.standard_normal((3, 3, 3)) + 3 * np.eye(3), requires_grad=True)
+    b = cr.tensor(rng.standard_normal(3), requires_grad=True)
+    assert cr.gradcheck(cr.linalg.solve, (a, b))
+    assert cr.gradgradcheck(cr.linalg.solve, (a, b))

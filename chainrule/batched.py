@@ -1,0 +1,184 @@
+"""BatchedTensor: what code inside ``cr.vmap`` sees. It holds the whole batch (its ``value``, the
+batch on axis 0) and shows one example: its ``shape``, ``ndim`` and ``len`` leave the batch out.
+
+Ops on it run the primitive's batching rule (``Primitive.batch``) once on the whole batch. It is
+a Tensor, so every op, method and operator takes it. Its ``data`` (what ``raw(x)`` gives composite
+ops) is an ``Example``: the example's shape, ndim, size and dtype, and no values. What would need
+one example's *value* in Python (``if``, ``float``, ``.item()``, ``np.asarray``) raises VmapError,
+since the examples differ.
+
+Nested ``vmap`` nests them: the value of a level-2 BatchedTensor is a level-1 BatchedTensor (or
+an ndarray, or a Tensor that records gradients: ``grad(vmap(f))`` records on the inside).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from ._backend import np
+from .errors import VmapError
+from .tensor import Tensor, tensor
+
+_CONTROL = ("{what} needs the value of a batched tensor inside cr.vmap, but it differs from example "
+            "to example: Python control flow and conversions cannot depend on it. Write the branch "
+            "with cr.where(cond, a, b) (both sides computed, one chosen per element), move the "
+            "check outside the vmapped function, or loop over the examples in Python")
+
+
+class BatchedTensor(Tensor):
+    """The batch of one ``vmap`` level behind one example's view (see the module docstring).
+
+    >>> import chainrule as cr
+    >>> shapes = []
+    >>> cr.vmap(lambda x: shapes.append(x.shape) or x.sum())(cr.ones((5, 3)))
+    tensor([3., 3., 3., 3., 3.])
+    >>> shapes
+    [(3,)]
+    """
+
+    def __init__(self, value: Any, level: int, size: int) -> None:
+        self.value = value          # the whole batch: ndarray or Tensor, batch on axis 0
+        self._level = level
+        self.bsize = size
+        self.grad_fn = None
+
+    # what composite ops and user code see: one example
+    @property
+    def data(self) -> Example:      # raw(x): np.shape(raw(x)) is the example's shape
+        return Example(self)
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(np.shape(self.value)[1:])
+
+    @property
+    def ndim(self) -> int:
+        return np.ndim(self.value) - 1
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    @property
+    def dtype(self) -> np.dtype:
+        return np.result_type(self.value) if not isinstance(self.value, Tensor) else self.value.dtype
+
+    @property
+    def nbytes(self) -> int:
+        return self.size * self.dtype.itemsize
+
+    @property
+    def _requires_grad(self) -> bool:
+        return isinstance(self.value, Tensor) and self.value._requires_grad
+
+    @_requires_grad.setter
+    def _requires_grad(self, flag: bool) -> None:
+        if flag:
+            raise VmapError("requires_grad on a batched tensor inside cr.vmap: make the input require "
+                            "grad before the vmap, or use cr.grad inside the vmapped function")
+
+    @property
+    def requires_grad(self) -> bool:
+        return self._requires_grad
+
+    @requires_grad.setter
+    def requires_grad(self, flag: bool) -> None:
+        self._requires_grad = flag
+
+    @property
+    def grad(self) -> Any:
+        return None
+
+    def __len__(self) -> int:
+        if self.ndim == 0:
+            raise TypeError("len() of a 0-d tensor (one example of a vmap batch is a scalar)")
+        return self.shape[0]
+
+    def __repr__(self) -> str:
+        return (f"BatchedTensor(level={self._level}, batch={self.bsize}, example shape={self.shape}, "
+                f"dtype={self.dtype})")
+
+    # what needs one value raises: the examples differ
+    def item(self) -> Any:
+        raise VmapError(_CONTROL.format(what=".item()"))
+
+    def __bool__(self) -> bool:
+        raise VmapError(_CONTROL.format(what="bool() (an if, while, and/or or assert on a tensor)"))
+
+    def __float__(self) -> float:
+        raise VmapError(_CONTROL.format(what="float()"))
+
+    def __int__(self) -> int:
+        raise VmapError(_CONTROL.format(what="int()"))
+
+    def __index__(self) -> int:
+        raise VmapError(_CONTROL.format(what="using a tensor as a Python index"))
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> Any:
+        raise VmapError(_CONTROL.format(what="np.asarray() / a NumPy call without a chainrule op"))
+
+    def numpy(self) -> Any:
+        raise VmapError(_CONTROL.format(what=".numpy()"))
+
+    def tolist(self) -> Any:
+        raise VmapError(_CONTROL.format(what=".tolist()"))
+
+    def detach(self) -> BatchedTensor:
+        value = self.value.detach() if isinstance(self.value, Tensor) else self.value
+        return BatchedTensor(value, self._level, self.bsize)
+
+    def copy_as_leaf(self, dtype: Any, requires_grad: bool) -> BatchedTensor:
+        """``cr.tensor(x)`` of a batched ``x``: a copy of the batch, batched the same way."""
+        if requires_grad:
+            self._requires_grad = True          # raises: see the setter
+        return BatchedTensor(tensor(self.value, dtype=dtype), self._level, self.bsize)
+
+    def backward(self, *args: Any, **kwargs: Any) -> None:
+        raise VmapError("backward() on a batched tensor inside cr.vmap: use cr.grad / cr.vjp inside "
+                        "the vmapped function, or call backward on (a function of) the vmap's output")
+
+
+class Example:
+    """What ``raw(x)`` gives for a BatchedTensor ``x``: one example's metadata (shape, ndim, size,
+    dtype), no values. NumPy reads its shape (``np.shape``, ``np.ndim``, ``np.size``); anything that
+    needs values (``np.asarray``, ufuncs, comparisons) raises VmapError."""
+
+    __slots__ = ("shape", "ndim", "size", "dtype")
+
+    def __init__(self, t: BatchedTensor) -> None:
+        self.shape, self.dtype = t.shape, t.dtype
+        self.ndim, self.size = len(self.shape), t.size
+
+    @property
+    def itemsize(self) -> int:
+        return self.dtype.itemsize
+
+    def __len__(self) -> int:
+        if not self.shape:
+            raise TypeError("len() of a 0-d tensor (one example of a vmap batch is a scalar)")
+        return self.shape[0]
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> Any:
+        raise VmapError(_CONTROL.format(what="NumPy code on the values of a tensor (not a chainrule op)"))
+
+    def __repr__(self) -> str:
+        return f"<one example of a vmap batch: shape {self.shape}, {self.dtype}>"
+
+
+def _no_values(name: str) -> Any:
+    def refuse(self: Example, *args: Any) -> Any:
+        raise VmapError(_CONTROL.format(what=f"NumPy code on the values of a tensor ({name})"))
+    return refuse
+
+
+for _name in ("__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__", "__bool__", "__add__", "__radd__",
+              "__sub__", "__rsub__", "__mul__", "__rmul__", "__truediv__", "__rtruediv__", "__neg__",
+              "__abs__", "__invert__", "__and__", "__or__", "__getitem__", "__iter__", "__float__",
+              "__int__", "__index__", "__pow__", "__matmul__", "astype", "copy", "any", "all",
+              "sum", "reshape", "item", "tolist"):
+    setattr(Example, _name, _no_values(_name))
+Example.__hash__ = None  # type: ignore[assignment]
+
+
+def level_of(x: Any) -> int:
+    """The vmap level ``x`` is batched at (0: not batched)."""
+    return x._level if isinstance(x, Tensor) else 0
