@@ -179,6 +179,27 @@ for _name in ("__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__", "__boo
 Example.__hash__ = None  # type: ignore[assignment]
 
 
+def is_batched(*xs: Any) -> bool:
+    """Whether any of ``xs`` is batched by cr.vmap (so its values cannot be read per example)."""
+    return any(isinstance(x, Tensor) and x._level for x in xs)
+
+
+def whole_batch(x: Any) -> Any:
+    """The values of every example of ``x`` at once (the ndarray behind all its vmap levels, batch
+    axes first), for what a rule computes from values over leading axes alike (checks, an index).
+    Not batched: the ndarray behind ``x``."""
+    while isinstance(x, Tensor) and x._level:
+        x = x.value
+    return x.data if isinstance(x, Tensor) else x
+
+
+def batched_like(v: Any, like: Any) -> Any:
+    """``v``, computed from ``whole_batch(like)`` (its batch axes first), batched as ``like`` is."""
+    if isinstance(like, Tensor) and like._level:
+        return BatchedTensor(batched_like(v, like.value), like._level, like.bsize)
+    return v
+
+
 def level_of(x: Any) -> int:
     """The vmap level ``x`` is batched at (0: not batched)."""
     return x._level if isinstance(x, Tensor) else 0

@@ -15,7 +15,8 @@ from typing import Any, Callable
 def interleaved_samples(fns: dict[str, Callable[[], Any]], rounds: int = 7, warmup: int = 1, *,
                         before: Callable[[str], None] | None = None,
                         clock: Callable[[], float] = time.perf_counter) -> dict[str, list[float]]:
-    """Seconds taken by each ``fn()``, one sample per round, the functions in turn every round.
+    """Seconds taken by each ``fn()``, one sample per round, the functions in turn every round,
+    each round starting one function later (so no function is always the first after a pause).
 
     First ``warmup`` untimed calls of each. ``before(name)``, if given, runs untimed before each
     sample. The garbage collector stays enabled: a contender that makes cycles pays for them.
@@ -24,8 +25,10 @@ def interleaved_samples(fns: dict[str, Callable[[], Any]], rounds: int = 7, warm
         for _ in range(warmup):
             fn()
     samples: dict[str, list[float]] = {name: [] for name in fns}
-    for _ in range(rounds):
-        for name, fn in fns.items():
+    order = list(fns.items())
+    for r in range(rounds):
+        k = r % len(order) if order else 0
+        for name, fn in order[k:] + order[:k]:
             if before is not None:
                 before(name)
             start = clock()

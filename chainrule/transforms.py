@@ -618,29 +618,30 @@ class Jacobian:
         self.last_mode: str | None = None
         self._fwd = _nary(_jacfwd, f, argnums, "jacobian", has_aux=has_aux, holomorphic=holomorphic)
         self._rev = _nary(_jacrev, f, argnums, "jacobian", has_aux=has_aux, holomorphic=holomorphic)
-        self._sizes: dict = {}
+        self._modes: dict = {}
 
     def mode_for(self, *args: Any, **kwargs: Any) -> str:
         """The mode a call with these arguments uses: ``"forward"`` if n < m else ``"reverse"``."""
         if self.mode != "auto":
             return self.mode
         key = _signature((args, kwargs) if kwargs else args)
-        n_m = self._sizes.get(key) if key is not None else None
-        if n_m is not None:                 # seen this signature: both sizes are known
-            return "forward" if n_m[0] < n_m[1] else "reverse"
+        mode = self._modes.get(key) if key is not None else None
+        if mode is not None:                # seen this signature: the sizes, hence the mode, are known
+            return mode
         n = sum(np.size(x.data if isinstance(x, Tensor) else x)
                 for i in _positions(self.argnums, args, "jacobian") for x in tree.flatten(args[i])[0])
         with no_grad():
             res = self.f(*args, **kwargs)
         out, _ = _split_aux(res, self.has_aux, "jacobian")
         m = sum(np.size(o.data if isinstance(o, Tensor) else o) for o in tree.flatten(out)[0])
+        mode = "forward" if n < m else "reverse"
         if key is not None:
-            self._sizes[key] = (n, m)
-        return "forward" if n < m else "reverse"
+            self._modes[key] = mode
+        return mode
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        self.last_mode = self.mode_for(*args, **kwargs)
-        return (self._fwd if self.last_mode == "forward" else self._rev)(*args, **kwargs)
+        mode = self.last_mode = self.mode_for(*args, **kwargs)
+        return self._fwd(*args, **kwargs) if mode == "forward" else self._rev(*args, **kwargs)
 
     def __repr__(self) -> str:
         return f"<jacobian of {getattr(self.f, '__name__', 'f')}, mode={self.mode!r}>"
@@ -648,6 +649,8 @@ class Jacobian:
 
 def _signature(args: Any) -> Any:
     """A hashable key of the arguments' shapes and dtypes (and other leaves' values); None if none."""
+    if len(args) == 1 and isinstance(args[0], (Tensor, np.ndarray)):   # the commonest case, cheaply
+        return args[0].shape, args[0].dtype
     if all(isinstance(x, (Tensor, np.ndarray)) for x in args):     # the common case, cheaply
         return tuple((x.shape, x.dtype) for x in args)
     leaves, structure = tree.flatten(args)

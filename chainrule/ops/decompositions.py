@@ -31,13 +31,14 @@ from typing import Any, NamedTuple
 import scipy.linalg
 
 from .._backend import np
+from ..batched import whole_batch
 from ..errors import ShapeError
 from ..tensor import Tensor
 from ..tensor import wrap as _wrap
 from ._batching import batch_unary, set_batch
 from ._registry import apply, defprim, raw
 from .elementwise import conj, exp, where
-from .linalg import SlogdetResult, _batch_solve_like, _batch_values, _per_batch, inv, matmul, solve
+from .linalg import SlogdetResult, _batch_solve_like, _per_batch, inv, matmul, solve
 from .linalg import cholesky as _real_cholesky
 from .linalg import slogdet as _real_slogdet
 from .reduction import sum
@@ -107,7 +108,7 @@ def _split_eig(out: Any) -> tuple:
 
 def _close_pairs(w: Any) -> Any:
     """(..., n, n): the pairs i != j of eigenvalues closer than _GAP relative to the spectrum's scale."""
-    w = _batch_values(w)
+    w = whole_batch(w)
     gap = np.where(np.eye(w.shape[-1], dtype=bool), np.inf, np.abs(w[..., None, :] - w[..., :, None]))
     scale = np.maximum(np.abs(w).max(axis=-1, initial=0), np.finfo(np.float64).tiny)
     return gap <= _GAP * scale[..., None, None]
@@ -125,8 +126,8 @@ def _eig_vjp(g: Any, out: Any, a: Any) -> Any:
     vh = _mh(v)
     vhgv = matmul(vh, gv)
     d = _diag(vhgv)
-    rd, rgv = _batch_values(d), _batch_values(gv)
-    scale = np.abs(_batch_values(vhgv)).max(initial=0)
+    rd, rgv = whole_batch(d), whole_batch(gv)
+    scale = np.abs(whole_batch(vhgv)).max(initial=0)
     if (np.abs(rd.imag) > 1e-6 * scale + 1e-12).any():
         raise ValueError("eig: the eigenvectors are defined only up to a phase, v -> v e^{i phi}, and the "
                          "loss depends on that phase, so its gradient is ill-defined (as in PyTorch). Use a "
@@ -246,7 +247,7 @@ def _check_qr(mode: str, m: int, n: int, r: Any) -> None:
         raise ValueError(f"qr: not differentiable in mode='complete' with more rows than columns (an "
                          f"({m}, {n}) input): the last {m - n} columns of Q are not unique (as in PyTorch); "
                          f"use mode='reduced'")
-    d = np.abs(np.diagonal(_batch_values(r)[..., :min(m, n), :min(m, n)], 0, -2, -1))
+    d = np.abs(np.diagonal(whole_batch(r)[..., :min(m, n), :min(m, n)], 0, -2, -1))
     eps = np.finfo(np.float32 if d.dtype.itemsize < 4 else d.dtype).eps      # 16-bit: float32's
     d = d.astype(np.float64)
     if (d <= eps * np.maximum(d.max(axis=-1, keepdims=True, initial=0), 1e-300)).any():
@@ -489,7 +490,7 @@ def _logdet_forward(x: Any) -> Any:
 
 
 def _inv_t(x: Any, out: Any) -> Any:
-    if np.isneginf(np.real(_batch_values(out))).any():
+    if np.isneginf(np.real(whole_batch(out))).any():
         raise ValueError(f"slogdet: the gradient of log det(x) is inv(x)^T, which does not exist: the "
                          f"{_shape(x)} input is singular (log|det| = -inf); regularise it (x + eps * I), or "
                          f"differentiate cr.linalg.det, whose gradient is finite there")

@@ -12,7 +12,7 @@ from typing import Any, NamedTuple
 
 from .._backend import np
 from .._dtypes import LOW_PRECISION, accum_dtype, accumulate
-from ..batched import BatchedTensor
+from ..batched import batched_like, whole_batch
 from ..errors import ShapeError
 from ..tensor import Tensor
 from ..tensor import wrap as _wrap
@@ -216,7 +216,7 @@ def _cofactor(x: Any, out: Any) -> Any:
     well conditioned; at a singular or ill-conditioned x (where inv fails or loses digits) the
     cofactor matrix comes from the SVD, or, when the rule must itself be differentiable (Tensors:
     create_graph, forward-over-reverse), from the minors' determinants, whose rule recurses."""
-    xd = _batch_values(x)
+    xd = whole_batch(x)
     try:
         x_inv = np.linalg.inv(xd)
     except np.linalg.LinAlgError:              # an exactly singular matrix somewhere in the batch
@@ -266,7 +266,7 @@ def _det_jvp(t: Any, out: Any, x: Any) -> Any:
 
 
 def _logabsdet_inv_t(x: Any, out: Any) -> Any:
-    if np.any(np.isneginf(_batch_values(out))):
+    if np.any(np.isneginf(whole_batch(out))):
         raise ValueError(f"slogdet: the gradient of log|det(x)| is inv(x)^T, which does not exist: the "
                          f"{raw(x).shape} input is singular (log|det| = -inf); regularise it "
                          f"(x + eps * I), or differentiate cr.linalg.det, whose gradient is finite there")
@@ -399,25 +399,10 @@ def _batch_solve(prim: Any, xs: tuple, batched: tuple, params: dict, size: int) 
     return _batch_solve_like(prim, xs, batched, params, size, example_ndim(xs[1], batched[1]) == 1)
 
 
-def _batch_values(x: Any) -> Any:
-    """The values behind ``x`` for checks that treat leading axes alike (``any``, reductions over
-    the last axes): a batched tensor's whole batch, its batch axes first; else ``raw(x)``."""
-    while isinstance(x, Tensor) and x._level:
-        x = x.value
-    return raw(x)
-
-
 def _per_batch(fn: Any, x: Any) -> Any:
     """``fn`` (a NumPy function mapping over leading axes, no gradient) applied to ``x``, batched
     ``x`` included: ``fn`` of its whole batch, batched again."""
-    return _rewrap(fn(_batch_values(x)), x)
-
-
-def _rewrap(v: Any, like: Any) -> Any:
-    """``v``, computed from ``_batch_values(like)`` (its batch axes first), batched as ``like`` is."""
-    if isinstance(like, Tensor) and like._level:
-        return BatchedTensor(_rewrap(v, like.value), like._level, like.bsize)
-    return v
+    return batched_like(fn(whole_batch(x)), x)
 
 
 set_batch(MATMUL, _batch_matmul)

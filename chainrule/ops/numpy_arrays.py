@@ -21,7 +21,7 @@ from typing import Any, Callable, NamedTuple, Sequence
 
 from .._backend import ndarray, np
 from .._dtypes import is_floating
-from ..batched import BatchedTensor
+from ..batched import batched_like, is_batched, whole_batch
 from ..errors import DTypeError, GraphError, ShapeError, VmapError
 from ..tensor import Tensor
 from ..tensor import wrap as _wrap
@@ -94,15 +94,10 @@ def _dtype(x: Any) -> Any:
     return np.asarray(_raw(x)).dtype if not isinstance(x, (Tensor, ndarray)) else _raw(x).dtype
 
 
-def _batched(*xs: Any) -> bool:
-    """Whether any of ``xs`` is a batched tensor (inside cr.vmap): its values cannot be read."""
-    return builtins.any(isinstance(x, Tensor) and x._level for x in xs)
-
-
 def _value_dependent(op: str, instead: str) -> Callable:
     """A refusal for batched inputs of ``op``, whose result's shape depends on the values."""
     def check(*xs: Any) -> None:
-        if _batched(*(v for x in xs for v in (x if isinstance(x, (list, tuple)) else (x,)))):
+        if is_batched(*(v for x in xs for v in (x if isinstance(x, (list, tuple)) else (x,)))):
             raise VmapError(f"{op} inside cr.vmap: the shape of its result would depend on the values, so the "
                             f"examples' results would differ in shape; {instead}")
     return check
@@ -112,24 +107,7 @@ def _stand_in(x: Any) -> Any:
     """NumPy's view of ``x`` for checks of shapes and dtypes: zeros of a batched tensor's example."""
     if isinstance(x, (list, tuple)):
         return type(x)(_stand_in(v) for v in x)
-    return np.zeros(x.shape, x.dtype) if _batched(x) else _raw(x)
-
-
-def _whole_batch(x: BatchedTensor) -> tuple:
-    """(data, levels): every example of ``x``'s vmap levels at once (outermost batch axis first)
-    and the levels (innermost first), to compute a constant index per example from the values
-    (what a discrete primitive's batching rule does); ``_rebatch`` wraps such an index."""
-    levels, v = [], x
-    while isinstance(v, BatchedTensor):
-        levels.append((v._level, v.bsize))
-        v = v.value
-    return (v.data if isinstance(v, Tensor) else np.asarray(v)), levels
-
-
-def _rebatch(data: Any, levels: list) -> Any:
-    for level, size in reversed(levels):
-        data = BatchedTensor(data, level, size)
-    return data
+    return np.zeros(x.shape, x.dtype) if is_batched(x) else _raw(x)
 
 
 def _take_along(x: Any, idx: Any, axis: int) -> Any:
@@ -453,7 +431,7 @@ def select(condlist: Sequence[Any], choicelist: Sequence[Any], default: Any = 0)
         dtype = np.result_type(*(_raw(c) for c in choices), _raw(default))
     except TypeError as e:
         raise DTypeError(f"Choicelist and default value do not have a common dtype: {e}") from None
-    conds = [c if _batched(c) else np.asarray(_raw(c)) for c in condlist]
+    conds = [c if is_batched(c) else np.asarray(_raw(c)) for c in condlist]
     for i, c in enumerate(conds):
         if c.dtype != np.bool_:
             raise DTypeError(f"invalid entry {i} in condlist: should be boolean ndarray")
@@ -510,7 +488,7 @@ def piecewise(x: Any, condlist: Any, funclist: Sequence[Any], *args: Any, **kw: 
     """
     x = _arr(x)
     n2 = len(funclist)
-    if _batched(condlist) or isinstance(condlist, (list, tuple)) and _batched(*condlist):
+    if is_batched(condlist) or isinstance(condlist, (list, tuple)) and is_batched(*condlist):
         return _piecewise_batched(x, condlist, funclist, args, kw)
     if isinstance(condlist, Tensor):
         condlist = condlist.data
@@ -1128,12 +1106,12 @@ def partition(a: Any, kth: Any, axis: Any = -1, kind: str = "introselect", order
     if axis is None:
         a, axis = ravel(a), 0
     axis = _axis1(axis, _ndim(a), "partition")
-    if _batched(a):
+    if is_batched(a):
         # NumPy's arrangement of each example (its own partition), computed on the whole batch
-        data, levels = _whole_batch(a)
-        ax = axis + len(levels)
+        data = whole_batch(a)
+        ax = axis + data.ndim - _ndim(a)
         idx = _matching(data, np.partition(data, _raw(kth), axis=ax, kind=kind), ax)
-        return _take_along(a, _rebatch(idx, levels), axis)
+        return _take_along(a, batched_like(idx, a), axis)
     raw = np.asarray(_raw(a))
     p = np.partition(raw, _raw(kth), axis=axis, kind=kind)
     return take_along_axis(a, _matching(raw, p, axis), axis)
@@ -1343,7 +1321,7 @@ def putmask(a: Any, mask: Any, values: Any) -> None:
     """
     if _numpy_in_place("putmask", a, lambda t, m, w: np.putmask(t, m, w), mask, values):
         return
-    if _batched(mask):        # which elements are written depends on the values: a where
+    if is_batched(mask):        # which elements are written depends on the values: a where
         _setitem("putmask", a, Ellipsis, where(mask, reshape(_cycled(values, a.size), a.shape), a))
         return
     flat, values = np.flatnonzero(np.asarray(_raw(mask))), _arr(values)
@@ -1360,7 +1338,7 @@ def place(arr: Any, mask: Any, vals: Any) -> None:
     """
     if _numpy_in_place("place", arr, lambda t, m, w: np.place(t, m, w), mask, vals):
         return
-    if _batched(mask):        # the k-th masked element takes vals[k]: k counted by a cumulative sum
+    if is_batched(mask):        # the k-th masked element takes vals[k]: k counted by a cumulative sum
         flat = ravel(mask)
         k = cumsum(flat, axis=0) - 1
         size = math.prod(_shape(vals))
@@ -1401,7 +1379,7 @@ def copyto(dst: Any, src: Any, casting: str = "same_kind", where: Any = True) ->
     """
     if _numpy_in_place("copyto", dst, lambda t, s, w: np.copyto(t, s, casting=casting, where=w), src, where):
         return
-    if _batched(where):       # which elements are copied depends on the values: a where
+    if is_batched(where):       # which elements are copied depends on the values: a where
         _setitem("copyto", dst, Ellipsis, _select(where, broadcast_to(_arr(src), dst.shape), dst))
         return
     mask = np.broadcast_to(np.asarray(_raw(where), dtype=bool), dst.shape)

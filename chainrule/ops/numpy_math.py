@@ -27,6 +27,7 @@ import scipy.special
 
 from .._backend import ndarray, np
 from .._dtypes import LOW_PRECISION, get_default_dtype
+from ..batched import is_batched
 from ..errors import ShapeError, VmapError
 from ..tensor import Tensor, tensor
 from ..tensor import wrap as _wrap
@@ -81,11 +82,6 @@ def _has_tensor(args: Any) -> bool:
         if isinstance(a, Tensor) or (type(a) in (list, tuple) and _has_tensor(a)):
             return True
     return False
-
-
-def _batched(*xs: Any) -> bool:
-    """Whether any of ``xs`` is a batched tensor (inside cr.vmap): its values cannot be read."""
-    return builtins.any(isinstance(x, Tensor) and x._level for x in xs)
 
 
 def _zeros_like(x: Any) -> Any:
@@ -252,7 +248,7 @@ def frexp(x: Any, out: Any = None) -> tuple:
     _no_out("frexp", out)
     if not isinstance(x, Tensor):
         return np.frexp(x)
-    e = _frexp_exponent(x.detach()) if _batched(x) else _wrap(np.frexp(x.data)[1])
+    e = _frexp_exponent(x.detach()) if is_batched(x) else _wrap(np.frexp(x.data)[1])
     return apply(LDEXP, (x, -e)), e
 
 
@@ -370,7 +366,7 @@ def real_if_close(a: Any, tol: float = 100) -> Any:
     """
     if not isinstance(a, Tensor):
         return np.real_if_close(a, tol)
-    if a.dtype.kind == "c" and _batched(a):
+    if a.dtype.kind == "c" and is_batched(a):
         raise VmapError("real_if_close of a complex batched tensor inside cr.vmap: the result's dtype (real "
                         "or complex) would depend on the values; use cr.real(a) where the imaginary parts "
                         "are known to be negligible, or call real_if_close outside the vmapped function")
@@ -426,7 +422,7 @@ def sort_complex(a: Any) -> Any:
     """
     if not isinstance(a, Tensor):
         return np.sort_complex(a)
-    if _batched(a):
+    if is_batched(a):
         out = take_along_axis(a, argsort(a, axis=-1), -1)
     else:
         out = take_along_axis(a, np.argsort(a.data, axis=-1), -1)
@@ -576,11 +572,11 @@ def polydiv(u: Any, v: Any) -> tuple:
         q.append(d)
         for j in range(n + 1):
             r[k + j] = r[k + j] - d * v[j]
-    if _batched(u, v):
+    if is_batched(u, v):
         # the shape cannot depend on the values: the leading terms that vanish by construction go, any
         # other near-zero leading term of the remainder stays (NumPy would drop it, as JAX's does not)
         r = r[builtins.min(m - n + 1, m):] if m >= n else r
-    while len(r) > 1 and not _batched(r[0]) and np.allclose(raw(r[0]), 0, rtol=1e-14):
+    while len(r) > 1 and not is_batched(r[0]) and np.allclose(raw(r[0]), 0, rtol=1e-14):
         r = r[1:]
     quotient = astype(stack(q), dtype) if q else _wrap(np.zeros(1, dtype))
     return quotient, astype(stack(r), dtype)
@@ -605,7 +601,7 @@ def polyfit(x: Any, y: Any, deg: int, rcond: Any = None, full: bool = False, w: 
         back = np.result_type(*low)
         xs, ys, ws = (a if a is None or _dtype(a) not in LOW_PRECISION else astype(a, np.float32)
                       for a in (xs, ys, ws))
-    batched = _batched(xs, ys, ws)
+    batched = is_batched(xs, ys, ws)
     if batched and (full or cov):
         raise VmapError("polyfit with full=True or cov=True inside cr.vmap: those extra results are NumPy's "
                         "plain arrays, computed from the values; call it outside the vmapped function")
@@ -646,7 +642,7 @@ def roots(p: Any) -> Any:
     """
     if not isinstance(p, Tensor):
         return np.roots(p)
-    if _batched(p):
+    if is_batched(p):
         raise VmapError("roots inside cr.vmap: how many roots there are (leading zeros are dropped) and "
                         "whether they are real would depend on the values; take cr.linalg.eigvals of the "
                         "companion matrix (its shape fixed by the degree) instead")
@@ -698,7 +694,7 @@ def poly(seq_of_zeros: Any) -> Any:
     zero = np.zeros(1, z.dtype)
     for i in range(len(z)):
         a = concatenate([a, zero]) - z[i] * concatenate([zero, a])    # convolve(a, [1, -z_i])
-    if z.dtype.kind == "c" and _batched(z):
+    if z.dtype.kind == "c" and is_batched(z):
         # the dtype cannot vary by example: a real matrix's roots pair up (LAPACK's are exact conjugates)
         return real(a) if seq_of_zeros.dtype.kind != "c" else a
     if z.dtype.kind == "c":

@@ -36,6 +36,7 @@ from typing import Any
 
 from .._backend import np
 from .._dtypes import LOW_PRECISION, get_default_dtype
+from ..batched import is_batched
 from ..errors import ShapeError, UnsupportedArgument, VmapError
 from ..tensor import Tensor, wrap
 from ._registry import apply, defprim, raw
@@ -95,18 +96,13 @@ def _inexact(dtype: Any) -> bool:
     return dtype.kind in "fc" or dtype in LOW_PRECISION
 
 
-def _batched(*xs: Any) -> bool:
-    """Whether any of ``xs`` is a batched tensor (inside cr.vmap): its values cannot be read."""
-    return builtins.any(isinstance(x, Tensor) and x._level for x in xs)
-
-
 def _nan_mask(a: Any) -> Any:
     """NaN positions of ``a`` (None when there are none, or for integer data); of a batched tensor,
     a batched mask (whether it holds anywhere is unknown)."""
     d = raw(a)
     if not _inexact(d.dtype):
         return None
-    if _batched(a):
+    if is_batched(a):
         return isnan(a)
     mask = np.isnan(d)
     return mask if mask.any() else None
@@ -115,7 +111,7 @@ def _nan_mask(a: Any) -> Any:
 def _nan_where(bad: Any, out: Any, message: str, stacklevel: int) -> Any:
     """NaN where ``bad`` holds, with NumPy's RuntimeWarning if it holds anywhere (a batched ``bad``:
     the where always, without the warning, which would depend on the values)."""
-    if _batched(bad):
+    if is_batched(bad):
         return where(bad, np.nan, out)
     if np.any(bad):
         warnings.warn(message, RuntimeWarning, stacklevel=stacklevel + 1)
@@ -180,7 +176,7 @@ def _stable_ties(data: Any, idx: Any, kset: Any) -> Any:
 def _ranked(arr: Any, ranks: Any, batch: tuple) -> Any:
     """The elements of rank ``ranks`` (ints, shape Q, the same in every row) along ``arr``'s last
     axis, in stable-sort order; shape Q + batch, differentiable (a gather)."""
-    if _batched(arr):
+    if is_batched(arr):
         out = getitem(_sorted(arr), (Ellipsis, ranks))
         return out if np.ndim(ranks) == 0 else _q_first(out, len(batch))
     data = _key(raw(arr))
@@ -198,7 +194,7 @@ def _ranked(arr: Any, ranks: Any, batch: tuple) -> Any:
 
 def _ranked_rows(arr: Any, ranks: Any, batch: tuple) -> Any:
     """As ``_ranked`` with ranks that differ per row (shape Q + batch): a stable sort."""
-    if _batched(arr, ranks):
+    if is_batched(arr, ranks):
         # batched ranks (maybe float-valued): each picked by a comparison with the positions
         n = np.shape(raw(arr))[-1]
         hit = expand_dims(ranks, -1) == np.arange(n)                 # Q + batch + (n,)
@@ -317,7 +313,7 @@ def _quantile(a: Any, q: Any, axis: Any, method: str, keepdims: bool, weights: A
         out = _interpolate(arr, vi, cnt if cnt is not None else n, method, batch, weak, cnt is not None)
     if cnt is not None:
         out = _nan_where(cnt == 0, out, "All-NaN slice encountered", 3)
-    if has_nan is not None and (_batched(has_nan) or has_nan.any()):
+    if has_nan is not None and (is_batched(has_nan) or has_nan.any()):
         out = where(has_nan, np.nan, out)
     return reshape(out, q.shape + keep) if keepdims else out
 
@@ -326,7 +322,7 @@ def _any_nan(arr: Any) -> Any:
     """Whether each row (last axis) of ``arr`` holds a NaN (None for integer data)."""
     if not _inexact(raw(arr).dtype):
         return None
-    return sum(isnan(arr), -1) > 0 if _batched(arr) else np.isnan(raw(arr)).any(-1)
+    return sum(isnan(arr), -1) > 0 if is_batched(arr) else np.isnan(raw(arr)).any(-1)
 
 
 _DISCRETE = ("inverted_cdf", "closest_observation", "lower", "higher", "nearest")
@@ -371,7 +367,7 @@ def _weighted_quantile(arr: Any, q: Any, weights: Any, a: Any, axis: Any, batch:
     if np.any(w < 0):
         raise ValueError(f"{op}: Weights must be non-negative.")
     w = raw(_layout(w, axis, op)[0])
-    if _batched(arr):
+    if is_batched(arr):
         return _weighted_quantile_batched(arr, q, w, batch)
     data = _key(raw(arr))
     n = data.shape[-1]
@@ -469,7 +465,7 @@ def _quantile_entry(a: Any, q: Any, axis: Any, out: Any, method: str, keepdims: 
     if weights is not None:
         if method != "inverted_cdf":
             raise ValueError(f"{op}: Only method 'inverted_cdf' supports weights. Got: {method}.")
-        if nan and _batched(a):
+        if nan and is_batched(a):
             raise VmapError(f"{op} with weights inside cr.vmap: chainrule cannot drop the NaNs there (which "
                             f"entries remain depends on the values); call quantile on NaN-free data")
         if nan and _nan_mask(a) is not None:
@@ -528,7 +524,7 @@ def _median(a: Any, axis: Any, keepdims: bool, nan: bool, op: str) -> Any:
         out = _nan_where(cnt == 0, out, "All-NaN slice encountered", 3)
     elif inexact and not nan:
         has_nan = _any_nan(arr)
-        if _batched(has_nan) or has_nan.any():
+        if is_batched(has_nan) or has_nan.any():
             out = where(has_nan, np.nan, out)
     return reshape(out, keep) if keepdims else out
 
@@ -652,7 +648,7 @@ def _nanvar(a: Any, axis: Any, dtype: Any, ddof: int, keepdims: bool, op: str) -
     cnt = _count_ok(mask, axes, True)
     avg = _divide_by_count(sum(x, axis, True, dtype), cnt)
     centered = x - avg
-    if _batched(mask) or mask.any():
+    if is_batched(mask) or mask.any():
         # NumPy's masked path subtracts in place: the deviations keep the data's dtype
         if raw(centered).dtype != d.dtype and _inexact(d.dtype):
             centered = astype(centered, d.dtype)
@@ -704,7 +700,7 @@ def _nanarg(a: Any, axis: Any, keepdims: bool, fn: Any, fill: float, op: str) ->
     a = _arr(a)
     mask = _nan_mask(a)
     if mask is not None:
-        if not _batched(mask) and np.any(np.all(mask, axis=axis)):
+        if not is_batched(mask) and np.any(np.all(mask, axis=axis)):
             raise ValueError(f"{op}: All-NaN slice encountered")
         a = where(mask, fill, a)
     return fn(a, axis, keepdims)
@@ -992,7 +988,7 @@ def interp(x: Any, xp: Any, fp: Any, left: Any = None, right: Any = None, period
             raise ValueError("interp: fp and xp are not of the same length")
         x = mod(x, period)
         xp = mod(xp, period)
-        order = argsort(xp) if _batched(xp) else np.argsort(raw(xp), kind="stable")
+        order = argsort(xp) if is_batched(xp) else np.argsort(raw(xp), kind="stable")
         xp, fp = getitem(xp, order), getitem(fp, order)
         xp = concatenate([getitem(xp, slice(-1, None)) - period, xp, getitem(xp, slice(0, 1)) + period])
         fp = concatenate([getitem(fp, slice(-1, None)), fp, getitem(fp, slice(0, 1))])
@@ -1006,7 +1002,7 @@ def interp(x: Any, xp: Any, fp: Any, left: Any = None, right: Any = None, period
         raise ValueError("interp: fp and xp are not of the same length.")
     lval = getitem(fp, 0) if left is None else astype(_arr(left), fdt)
     rval = getitem(fp, -1) if right is None else astype(_arr(right), fdt)
-    if _batched(x, xp, fp, lval, rval):
+    if is_batched(x, xp, fp, lval, rval):
         return _interp_batched(x, xp, fp, lval, rval, L)
     below, above = xr < xpr[0], xr > xpr[-1]
     if L == 1:
@@ -1114,7 +1110,7 @@ def histogram(a: Any, bins: Any = 10, range: Any = None, density: Any = None, we
     >>> h
     tensor([3., 3.], grad_fn=<ScatterAddBackward>)
     """
-    if _batched(a, bins):
+    if is_batched(a, bins):
         raise VmapError("histogram of batched data (or bins) inside cr.vmap: the bin edges and the count "
                         "in each bin depend on the values; batch only the weights, or compute the histogram "
                         "outside the vmapped function")
@@ -1124,7 +1120,7 @@ def histogram(a: Any, bins: Any = 10, range: Any = None, density: Any = None, we
         return _wrap_like(hist, a), _wrap_like(edges, a)
     weights = _arr(weights)
     # (batched weights: the edges depend on the shape of the weights only)
-    stand_in = np.ones(np.shape(raw(weights))) if _batched(weights) else raw(weights)
+    stand_in = np.ones(np.shape(raw(weights))) if is_batched(weights) else raw(weights)
     edges = np.histogram_bin_edges(data, raw(bins), range, stand_in)
     flat = np.ravel(data)
     if np.shape(raw(weights)) != np.shape(data):
@@ -1144,7 +1140,7 @@ def histogram(a: Any, bins: Any = 10, range: Any = None, density: Any = None, we
 def bincount(x: Any, weights: Any = None, minlength: int = 0) -> Any:
     """Counts of each non-negative integer, as ``numpy.bincount``; with ``weights`` the sums of
     the weights (float64), differentiable in them."""
-    if _batched(x):
+    if is_batched(x):
         raise VmapError("bincount of batched values inside cr.vmap: the result's length (the largest value "
                         "+ 1) would depend on the values; compare with each bin instead, e.g. "
                         "cr.sum(x[..., None] == cr.arange(n), axis=-2)")
@@ -1197,7 +1193,7 @@ def linspace(start: Any, stop: Any, num: int = 50, endpoint: bool = True, retste
     y = np.arange(0, num, dtype=dt).reshape((-1,) + (1,) * nd)
     if div > 0:
         step = delta / div
-        if _batched(step):          # NumPy's choice, per example: any zero step divides last
+        if is_batched(step):          # NumPy's choice, per example: any zero step divides last
             y = where(sum(step == 0) > 0, (y / div) * delta, y * step)
         else:
             y = (y / div) * delta if np.any(raw(step) == 0) else y * step
@@ -1241,7 +1237,7 @@ def geomspace(start: Any, stop: Any, num: int = 50, endpoint: bool = True, dtype
     if not _any_tensor(start, stop):
         return _make(np.geomspace(start, stop, num, endpoint, dtype, axis), dtype)
     start, stop = _arr(start) * 1.0, _arr(stop) * 1.0
-    batched = _batched(start, stop)
+    batched = is_batched(start, stop)
     if not batched and (np.any(raw(start) == 0) or np.any(raw(stop) == 0)):
         raise ValueError("geomspace: Geometric sequence cannot include zero")
     dt = np.result_type(*(np.float32 if raw(v).dtype in LOW_PRECISION else raw(v).dtype for v in (start, stop)),

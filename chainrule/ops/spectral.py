@@ -74,13 +74,14 @@ import warnings
 from typing import Any, NamedTuple
 
 from .._backend import np
+from ..batched import batched_like, whole_batch
 from ..errors import ShapeError, VmapError
 from ..tensor import Tensor
 from ..tensor import wrap as _wrap
 from ._batching import batch_unary, set_batch
 from ._registry import apply, defprim, raw
 from .elementwise import abs, astype, conj, sign, where
-from .linalg import _batch_values, _per_batch, _rewrap, inv, matmul
+from .linalg import _per_batch, inv, matmul
 from .linalg import norm as _vector_and_simple_norm
 from .reduction import amax, amin, sum
 from .shape import (
@@ -145,7 +146,7 @@ def _gap_rtol(dtype: Any) -> float:
 
 
 def _nonzero(x: Any) -> bool:
-    return x is not None and bool(np.any(_batch_values(x)))
+    return x is not None and bool(np.any(whole_batch(x)))
 
 
 def _as_dtype(x: Any, dtype: Any) -> Any:
@@ -153,7 +154,7 @@ def _as_dtype(x: Any, dtype: Any) -> Any:
 
 
 def _max_abs(x: Any, axes: tuple = (-2, -1)) -> Any:
-    xd = _batch_values(x)
+    xd = whole_batch(x)
     return np.abs(xd).max(axis=axes, keepdims=True, initial=0) if xd.size else np.zeros(())
 
 
@@ -222,14 +223,14 @@ def _inverse_gaps(w: Any, x: Any, op: str, forward: bool = False) -> Any:
     the cotangent ``x`` = V^H gV (the tangent P in forward mode) must vanish on the pair (both x_ij
     and x_ji): else the derivative does not exist, or is a 0/0 limit that cannot be evaluated at this
     point (reverse mode raises; forward mode warns and holds the eigenspace's basis fixed)."""
-    wd = _batch_values(w)
+    wd = whole_batch(w)
     n = wd.shape[-1]
     gap = wd[..., None, :] - wd[..., :, None]
     top = np.abs(wd).max(axis=-1, initial=0)[..., None, None]
     off = ~np.eye(n, dtype=bool)
     near = (np.abs(gap) <= _gap_rtol(wd.dtype) * top) & off
     if near.any():
-        xd = np.abs(_batch_values(x))
+        xd = np.abs(whole_batch(x))
         xd = np.maximum(xd, np.swapaxes(xd, -1, -2))
         bad = near & (xd > np.sqrt(_eps(wd.dtype)) * _max_abs(x))
         if bad.any():
@@ -256,7 +257,7 @@ def _eigh_vjp(g: Any, out: Any, a: Any, UPLO: str) -> Any:
     if _nonzero(gv):
         x = matmul(vh, gv)
         if _is_complex(x):
-            im = np.abs(np.imag(np.diagonal(_batch_values(x), 0, -2, -1)))
+            im = np.abs(np.imag(np.diagonal(whole_batch(x), 0, -2, -1)))
             if (im > np.sqrt(_eps(raw(x).dtype)) * _max_abs(x)[..., 0]).any():
                 raise _gauge_error("eigh", "eigenvectors", float(im.max()))
         inner = inner + _inverse_gaps(w, x, "eigh") * ((x - _mH(x)) * 0.5)
@@ -376,7 +377,7 @@ def _svd_checks(s: Any, op: str, joint: Any, anti: Any, forward: bool = False) -
     singular values). F- is 0 between (nearly) equal singular values, F+ between two (nearly) zero
     ones; there ``joint`` (XU + XV, or the tangent's P + P^H) resp. ``anti`` (XU - XV, P - P^H) must
     vanish on the pair, else reverse mode raises and forward mode warns and holds the basis fixed."""
-    sd = _batch_values(s)
+    sd = whole_batch(s)
     k = sd.shape[-1]
     rtol = _gap_rtol(sd.dtype)
     top = sd.max(axis=-1, initial=0)[..., None, None]
@@ -388,7 +389,7 @@ def _svd_checks(s: Any, op: str, joint: Any, anti: Any, forward: bool = False) -
         small = np.sqrt(_eps(sd.dtype))
 
         def flagged(z: Any, where_: Any) -> Any:
-            zd = np.abs(_batch_values(z))
+            zd = np.abs(whole_batch(z))
             zd = np.maximum(zd, np.swapaxes(zd, -1, -2))
             return where_ & (zd > small * _max_abs(z))
         bad = flagged(joint, near) if joint is not None else np.zeros_like(near)
@@ -423,7 +424,7 @@ def _zero_sv_error(op: str, what: str) -> ValueError:
 def _check_zero_columns(r: Any, zero: Any, scale: Any, op: str) -> None:
     """Columns of ``r`` multiplied by 1/s at a zero singular value must be ~0."""
     if zero.any():
-        col = np.abs(_batch_values(r)).max(axis=-2, initial=0)
+        col = np.abs(whole_batch(r)).max(axis=-2, initial=0)
         if (zero & (col > np.sqrt(_eps(raw(r).dtype)) * scale[..., 0])).any():
             raise _zero_sv_error(op, "singular vectors")
 
@@ -441,9 +442,9 @@ def _svd_core_vjp(gu: Any, gs: Any, gv: Any, u: Any, s: Any, v: Any, op: str) ->
     if cplx:
         im = 0.0
         if any_u:
-            im = im + np.imag(np.diagonal(_batch_values(xu), 0, -2, -1))
+            im = im + np.imag(np.diagonal(whole_batch(xu), 0, -2, -1))
         if any_v:
-            im = im + np.imag(np.diagonal(_batch_values(xv), 0, -2, -1))
+            im = im + np.imag(np.diagonal(whole_batch(xv), 0, -2, -1))
         scale = (_max_abs(xu)[..., 0] if any_u else 0.0) + (_max_abs(xv)[..., 0] if any_v else 0.0)
         if (np.abs(im) > np.sqrt(_eps(raw(u).dtype)) * scale).any():
             raise _gauge_error(op, "singular vectors", float(np.abs(im).max()))
@@ -460,7 +461,7 @@ def _svd_core_vjp(gu: Any, gs: Any, gv: Any, u: Any, s: Any, v: Any, op: str) ->
     if cplx and any_u:
         imu = imag(_diag(xu))
         tol = np.sqrt(_eps(raw(u).dtype)) * _max_abs(xu)[..., 0]
-        if zero.any() and (zero & (np.abs(_batch_values(imu)) > tol)).any():
+        if zero.any() and (zero & (np.abs(whole_batch(imu)) > tol)).any():
             raise _zero_sv_error(op, "phases of the singular vectors")
         inner = inner + _diag_embed(imu * s_inv) * 1j
     ga = matmul(matmul(u, inner), vh)
@@ -479,7 +480,7 @@ def _svd_vjp(g: Any, out: Any, a: Any, full_matrices: bool, m: int) -> Any:
     n, k, ku, kv = _svd_sizes(out, full_matrices, m)
     u, s, v = _split_svd(out, False, m) if not full_matrices else (out[..., :m, :k], real(out[..., m, :k]),
                                                                     out[..., m + 1:, :k])
-    gd = _batch_values(g)
+    gd = whole_batch(g)
     if full_matrices and (np.any(gd[..., :m, k:ku]) or np.any(gd[..., m + 1:, k:kv])):
         raise ValueError(
             f"svd: the gradient with respect to the columns of U (or rows of Vh) beyond min(m, n) = {k} of a "
@@ -723,7 +724,7 @@ def lstsq(a: Any, b: Any, rcond: Any = None) -> tuple:
     s = svdvals(a)
     rank = _per_batch(lambda v: np.count_nonzero(v > rcond * v.max(axis=-1, keepdims=True, initial=0),
                                                  axis=-1).astype(np.int32), s)
-    ranks = _batch_values(rank)
+    ranks = whole_batch(rank)
     if ranks.ndim and m > n and (ranks == n).any() and not (ranks == n).all():
         raise VmapError("lstsq inside cr.vmap: the residuals' shape depends on the rank, and some examples "
                         "have full column rank and some not; compute b - a @ x instead")
@@ -860,7 +861,7 @@ def cond(x: Any, p: Any = None) -> Any:
                 raise
             want = _per_batch(lambda v: np.linalg.cond(v, p), x)    # singular somewhere: NumPy's inf, no gradient
             return _wrap(want) if isinstance(x, Tensor) and not x._level else want
-    nan = np.isnan(_batch_values(r)) & ~np.isnan(_batch_values(x)).any(axis=(-2, -1))
+    nan = np.isnan(whole_batch(r)) & ~np.isnan(whole_batch(x)).any(axis=(-2, -1))
     if np.any(nan):
-        r = where(_rewrap(nan, r), np.inf, r)
+        r = where(batched_like(nan, r), np.inf, r)
     return r
