@@ -7,6 +7,7 @@ alike, and the median ignores the odd slow sample.
 """
 from __future__ import annotations
 
+import random
 import statistics
 import time
 from typing import Any, Callable
@@ -15,8 +16,9 @@ from typing import Any, Callable
 def interleaved_samples(fns: dict[str, Callable[[], Any]], rounds: int = 7, warmup: int = 1, *,
                         before: Callable[[str], None] | None = None,
                         clock: Callable[[], float] = time.perf_counter) -> dict[str, list[float]]:
-    """Seconds taken by each ``fn()``, one sample per round, the functions in turn every round,
-    each round starting one function later (so no function is always the first after a pause).
+    """Seconds taken by each ``fn()``, one sample per round, the functions in turn every round, in
+    a new (seeded) order each round: no function always runs right after the same neighbour, so a
+    neighbour that leaves the caches cold (another library) does not always slow the same one.
 
     First ``warmup`` untimed calls of each. ``before(name)``, if given, runs untimed before each
     sample. The garbage collector stays enabled: a contender that makes cycles pays for them.
@@ -25,10 +27,11 @@ def interleaved_samples(fns: dict[str, Callable[[], Any]], rounds: int = 7, warm
         for _ in range(warmup):
             fn()
     samples: dict[str, list[float]] = {name: [] for name in fns}
-    order = list(fns.items())
+    order, shuffle = list(fns.items()), random.Random(0).shuffle
     for r in range(rounds):
-        k = r % len(order) if order else 0
-        for name, fn in order[k:] + order[:k]:
+        if r:
+            shuffle(order)
+        for name, fn in order:
             if before is not None:
                 before(name)
             start = clock()

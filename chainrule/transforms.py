@@ -640,7 +640,12 @@ class Jacobian:
         return mode
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        mode = self.last_mode = self.mode_for(*args, **kwargs)
+        mode = self.mode
+        if mode == "auto":
+            mode = self._modes.get(_signature(args)) if not kwargs else None   # (the cache, inlined)
+            if mode is None:
+                mode = self.mode_for(*args, **kwargs)
+        self.last_mode = mode
         return self._fwd(*args, **kwargs) if mode == "forward" else self._rev(*args, **kwargs)
 
     def __repr__(self) -> str:
