@@ -6,7 +6,8 @@
 The model is the 784-512-512-10 MLP (2.68 MB of float32 gradients) under
 ``DistributedDataParallel(bucket_cap_mb=2 KiB)``: five buckets ([b3, W3], [b2], [W2], [b1], [W1]).
 Each rank trains on its own batch of 64 (weak scaling), with SGD. Per round, in interleaved order so
-that the machine's drift hits all alike, it times:
+that the machine's drift hits all alike (a new seeded order each round, the same on every rank), it
+times:
 
 - bare: one blocking ``MPI_Allreduce`` (mpi4py, in place) of a buffer of all the gradient bytes;
 - step: forward, backward (with DDP's bucketed ``Iallreduce``), optimizer step, zero_grad;
@@ -22,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import subprocess
 import sys
 import time
@@ -75,8 +77,10 @@ def measure(rounds: int) -> dict | None:
 
     fns = {"bare": bare, "step": step, "local": local}
     times: dict[str, list] = {k: [] for k in fns}
+    order, shuffle = list(fns.items()), random.Random(0).shuffle     # the same on every rank
     for r in range(rounds + 3):                  # 3 warm-up rounds
-        for k, f in fns.items():
+        shuffle(order)                           # no case always follows the same one (caches)
+        for k, f in order:
             dist.barrier()
             t0 = time.perf_counter()
             f()
