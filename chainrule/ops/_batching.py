@@ -105,7 +105,8 @@ def batch_index(index: tuple, ndim: int, size: int) -> tuple[tuple, tuple]:
     Ellipsis, integer arrays; batched integer arrays as BatchedTensors of the current level, given
     marked ``Batch``): ``batch[index of the batch]``,
     transposed by ``perm``, is ``(size,) + example result``."""
-    # Ellipsis as the slices it stands for, so positions are explicit
+    # Ellipsis (and the trailing dims an index leaves out) as the slices they stand for, so
+    # positions are explicit
     used = sum(1 for i in index if i is not None and i is not Ellipsis)
     flat: list = []
     for i in index:
@@ -113,6 +114,8 @@ def batch_index(index: tuple, ndim: int, size: int) -> tuple[tuple, tuple]:
             flat.extend([slice(None)] * (ndim - used))
         else:
             flat.append(i)
+    if not any(i is Ellipsis for i in index):      # the dims the index leaves out, explicit too
+        flat.extend([slice(None)] * (ndim - used))
     arrays = [k for k, i in enumerate(flat) if _is_array(i) or isinstance(i, Batch)]
     if not arrays:
         return (slice(None),) + tuple(flat), ()

@@ -303,3 +303,22 @@ def test_matches_torch_func():
     ours = cr.vmap(cr.hessian(lambda x: cr.sin(x).sum() * x[0]))(X)
     theirs = torch.func.vmap(torch.func.hessian(lambda x: torch.sin(x).sum() * x[0]))(torch.tensor(X))
     np.testing.assert_allclose(np.asarray(ours), theirs.numpy(), rtol=1e-12, atol=1e-14)
+
+
+def test_setitem_with_a_batched_index_that_leaves_out_trailing_dims():
+    # found by test_vmap_fuzz: x[idx] = value with a batched idx on a 2-D example built the value
+    # for a 2-D region (the implicit trailing slice was left out)
+    data = rng.standard_normal((2, 2, 3))
+    idx = np.array([[1, 0], [0, 0]])
+
+    def g(x, i):
+        y = x.copy()
+        y[i] = 2.0
+        y[i] += x[0]
+        return y
+    got = cr.vmap(g)(data, idx)
+    ref = np.stack([g(t(x), i).numpy() for x, i in zip(data, idx)])
+    np.testing.assert_allclose(np.asarray(got), ref)
+    grads = cr.vmap(cr.grad(lambda x, i: (g(x, i) ** 2).sum()))(data, idx)
+    np.testing.assert_allclose(np.asarray(grads), np.stack([cr.grad(lambda x: (g(x, i) ** 2).sum())(x)
+                                                            for x, i in zip(data, idx)]))
