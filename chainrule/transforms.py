@@ -334,11 +334,6 @@ def _push(fun: Fn, in_tree: Any, xs: list, ts: list, has_aux: bool, who: str) ->
 
     A tangent of None means "no perturbation" for that input.
     """
-    if STATE.vmap_levels:
-        # a primal shared by the examples whose tangent differs per example, next to a primal batched
-        # there too: copied per example, so that its dual lives on the batch as the other's does
-        shared = _batched_levels(xs)
-        xs = [x if t is None else with_levels(x, shared & set(levels_of(t))) for x, t in zip(xs, ts)]
     with dual_level() as level:
         duals = [x if t is None else _dual(x, t, level) for x, t in zip(xs, ts)]
         res = fun(tree.unflatten(in_tree, duals))

@@ -421,9 +421,35 @@ def batched_apply(prim: Primitive, xs: tuple, params: dict, level: int) -> Any:
             batched.append(False)
     if not size:
         size = STATE.vmap_levels[level - 1].size
+    for i, x in enumerate(xs):
+        if not batched[i] and isinstance(x, Tensor) and x._tangents:
+            lifted = _lift_dual(x, level, size)
+            if lifted is not None:
+                values[i], batched[i] = lifted, True
     if params and batch_level((), params) == level:
         params = {k: _marked(v, level) for k, v in params.items()}
     return BatchedTensor(rule(prim, tuple(values), tuple(batched), params, size), level, size)
+
+
+def _lift_dual(x: Tensor, level: int, size: int) -> Any:
+    """A dual shared by the examples whose tangent differs per example (batched at ``level``), as
+    the batch of its copies, each with its own tangent; None if no tangent of ``x`` is batched so."""
+    per_example = {k: t for k, t in x._tangents.items() if isinstance(t, Tensor) and t._level == level}
+    if not per_example:
+        return None
+    shape = tuple(x.data.shape)
+    one = apply(PRIMITIVES["reshape"], (x,), {"shape": (1,) + shape, "in_shape": shape})
+    copies = apply(PRIMITIVES["broadcast_to"], (one,), {"shape": (size,) + shape})
+    copies._tangents = dict(copies._tangents or {})
+    for k, t in per_example.items():     # (the push above broadcast the batched tangent: replaced)
+        copies._tangents[k] = t.value if isinstance(t.value, Tensor) else _wrap_tangent(t.value)
+    return copies
+
+
+def _wrap_tangent(v: Any) -> Tensor:
+    t = _new(Tensor)
+    t.data, t.grad_fn, t._requires_grad = np.asarray(v), None, False
+    return t
 
 
 class Batch:

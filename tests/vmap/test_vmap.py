@@ -322,3 +322,11 @@ def test_setitem_with_a_batched_index_that_leaves_out_trailing_dims():
     grads = cr.vmap(cr.grad(lambda x, i: (g(x, i) ** 2).sum()))(data, idx)
     np.testing.assert_allclose(np.asarray(grads), np.stack([cr.grad(lambda x: (g(x, i) ** 2).sum())(x)
                                                             for x, i in zip(data, idx)]))
+
+
+def test_jvp_of_a_shared_primal_with_per_example_tangents_through_a_closure():
+    # the shared primal meets a batched value only inside the function (a closure): its dual is
+    # copied per example there, each copy with its own tangent
+    tangents = Y + 1
+    out = cr.vmap(lambda x, v: cr.jvp(lambda w: cr.sin(x * w).sum(), (Y[0],), (v,))[1])(X, tangents)
+    np.testing.assert_allclose(np.asarray(out), (np.cos(X * Y[0]) * X * tangents).sum(1))
