@@ -31,16 +31,22 @@ def mlp_chainrule(ps: list, x, y):
     return cr.nn.functional.cross_entropy(h @ ps[-2] + ps[-1], y)
 
 
-def mlp_numpy_grads(ps: list, x: np.ndarray, y: np.ndarray) -> list:
+def mlp_numpy_forward(ps: list, x: np.ndarray, y: np.ndarray) -> tuple[list, np.ndarray]:
+    """The ReLU MLP's inputs to each layer, and d loss_i / d logits_i = softmax - onehot per example."""
     hs, h = [x], x
     for i in range(0, len(ps) - 2, 2):
         h = np.maximum(h @ ps[i] + ps[i + 1], 0)
         hs.append(h)
     logits = h @ ps[-2] + ps[-1]
     e = np.exp(logits - logits.max(axis=1, keepdims=True))
-    g = e / e.sum(axis=1, keepdims=True)          # d loss / d logits = (softmax - onehot) / N
+    g = e / e.sum(axis=1, keepdims=True)
     g[np.arange(len(y)), y] -= 1
-    g /= len(y)
+    return hs, g
+
+
+def mlp_numpy_grads(ps: list, x: np.ndarray, y: np.ndarray) -> list:
+    hs, g = mlp_numpy_forward(ps, x, y)
+    g /= len(y)                                   # the mean loss
     grads = [None] * len(ps)
     for i in range(len(ps) - 2, -1, -2):
         h = hs.pop()

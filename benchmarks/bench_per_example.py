@@ -83,14 +83,7 @@ def _norms():
 def numpy_per_example(ps: list, x: np.ndarray, y: np.ndarray) -> list:
     """Per-example gradients by hand, in Linear's (out, in) layout: one backward of the batch, then
     per layer the batched outer products g_i a_i^T."""
-    hs, h = [x], x
-    for i in range(0, len(ps) - 2, 2):
-        h = np.maximum(h @ ps[i] + ps[i + 1], 0)
-        hs.append(h)
-    logits = h @ ps[-2] + ps[-1]
-    e = np.exp(logits - logits.max(axis=1, keepdims=True))
-    g = e / e.sum(axis=1, keepdims=True)         # d loss_i / d logits_i = softmax - onehot
-    g[np.arange(len(y)), y] -= 1
+    hs, g = M.mlp_numpy_forward(ps, x, y)
     grads = [None] * len(ps)
     for i in range(len(ps) - 2, -1, -2):
         h = hs.pop()

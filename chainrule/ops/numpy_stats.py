@@ -1009,13 +1009,7 @@ def interp(x: Any, xp: Any, fp: Any, left: Any = None, right: Any = None, period
         return where(below, lval, where(above, rval, getitem(fp, 0)))      # NaN x: fp[0], as NumPy
     else:
         j = np.searchsorted(xpr, xr, side="right") - 1
-        jc = np.clip(j, 0, L - 2)
-        xj, xj1 = getitem(xp, jc), getitem(xp, jc + 1)
-        fj, fj1 = getitem(fp, jc), getitem(fp, jc + 1)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            slope = (fj1 - fj) / (xj1 - xj)
-            v0 = slope * (x - xj) + fj
-            v1 = slope * (x - xj1) + fj1
+        fj, fj1, v0, v1 = _segment(x, xp, fp, np.clip(j, 0, L - 2))
         r0, r1 = raw(v0), raw(v1)
         last = (j == L - 1) & ~above                     # x == xp[-1]: fp[-1] (NumPy's dy[j])
         knot = (xr == xpr[np.clip(j, 0, L - 1)]) & ~last
@@ -1037,6 +1031,16 @@ def interp(x: Any, xp: Any, fp: Any, left: Any = None, right: Any = None, period
     return res
 
 
+def _segment(x: Any, xp: Any, fp: Any, jc: Any) -> tuple:
+    """The knots' values around each x (segment ``jc``) and the line through them evaluated at x
+    from either end: (fj, fj1, v0, v1)."""
+    xj, xj1 = getitem(xp, jc), getitem(xp, jc + 1)
+    fj, fj1 = getitem(fp, jc), getitem(fp, jc + 1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        slope = (fj1 - fj) / (xj1 - xj)
+        return fj, fj1, slope * (x - xj) + fj, slope * (x - xj1) + fj1
+
+
 def _interp_batched(x: Any, xp: Any, fp: Any, lval: Any, rval: Any, L: int) -> Any:
     """``interp``'s rules with chainrule ops only (inside cr.vmap, where no value can be read):
     each correction is a where, the segment a count of the knots at or below x."""
@@ -1044,13 +1048,7 @@ def _interp_batched(x: Any, xp: Any, fp: Any, lval: Any, rval: Any, L: int) -> A
     if L == 1:
         return where(below, lval, where(above, rval, getitem(fp, 0)))
     j = sum(expand_dims(x, -1) >= xp, -1) - 1                     # searchsorted(xp, x, "right") - 1
-    jc = clip(j, 0, L - 2)
-    xj, xj1 = getitem(xp, jc), getitem(xp, jc + 1)
-    fj, fj1 = getitem(fp, jc), getitem(fp, jc + 1)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        slope = (fj1 - fj) / (xj1 - xj)
-        v0 = slope * (x - xj) + fj
-        v1 = slope * (x - xj1) + fj1
+    fj, fj1, v0, v1 = _segment(x, xp, fp, clip(j, 0, L - 2))
     last = (j == L - 1) & ~above
     knot = (x == getitem(xp, clip(j, 0, L - 1))) & ~last
     redo = isnan(v0) & ~knot & ~last
