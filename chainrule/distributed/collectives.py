@@ -342,6 +342,18 @@ def _run(group: _Group, name: str, request: Any, done: Callable[[], None] | None
 
 
 # ----- collectives -----
+def _reduced(group: _Group, op: ReduceOp, buf: Any, back: Callable[[Any], None] | None,
+             tensor: Any) -> Callable[[], None]:
+    """What a finished reduction does: divide for AVG, copy back off the wire, bump the version."""
+    def done() -> None:
+        if op is ReduceOp.AVG:
+            buf[...] /= group.size
+        if back is not None:
+            back(buf)
+        _bump(tensor)
+    return done
+
+
 def all_reduce(tensor: Any, op: ReduceOp = ReduceOp.SUM, async_op: bool = False) -> Work | None:
     """Reduce ``tensor`` across the world, in place, on every rank (``async_op=True``: a ``Work``).
 
@@ -359,14 +371,7 @@ def all_reduce(tensor: Any, op: ReduceOp = ReduceOp.SUM, async_op: bool = False)
         return _run(group, name, None, None, async_op)
     buf, back = _wire(arr)
     req = group.comm.Iallreduce(group.MPI.IN_PLACE, buf, mop)
-
-    def done() -> None:
-        if op is ReduceOp.AVG:
-            buf[...] /= group.size
-        if back is not None:
-            back(buf)
-        _bump(tensor)
-    return _run(group, name, req, done, async_op)
+    return _run(group, name, req, _reduced(group, op, buf, back, tensor), async_op)
 
 
 def broadcast(tensor: Any, src: int = 0, async_op: bool = False) -> Work | None:
@@ -437,14 +442,7 @@ def reduce_scatter(output: Any, input_list: list, op: ReduceOp = ReduceOp.SUM,
     if back is None:
         buf = out
     req = group.comm.Ireduce_scatter_block(send, buf, mop)
-
-    def done() -> None:
-        if op is ReduceOp.AVG:
-            buf[...] /= group.size
-        if back is not None:
-            back(buf)
-        _bump(output)
-    return _run(group, name, req, done, async_op)
+    return _run(group, name, req, _reduced(group, op, buf, back, output), async_op)
 
 
 def barrier() -> None:
