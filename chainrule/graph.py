@@ -104,6 +104,35 @@ def walk(starts: Any, stop: Any = ()) -> list:
     return order
 
 
+# weak references to the leaves that have had a post-accumulate-grad hook: while one lives, a
+# backward looks for them (a plain set: its emptiness is the hot path's only test)
+HOOKED_LEAVES: set = set()
+
+
+def hooked_accumulators(starts: Any) -> dict:
+    """The nodes of the leaves with post-accumulate-grad hooks reached from the nodes ``starts``,
+    each with the lowest ``seq`` among its consumers there: once the engine (newest first) has run
+    that consumer, the leaf's gradient is complete, so its hooks can fire (``DistributedDataParallel``
+    starts a bucket's all-reduce) while the rest of the backward still runs."""
+    first: dict = {}
+    seen = set()
+    stack = [s for s in starts if s is not None]
+    while stack:
+        node = stack.pop()
+        for edge in node.edges:
+            if edge is None:
+                continue
+            child = edge[0]
+            if child.is_accumulator:
+                t = child.variable()
+                if t is not None and t._post_acc_hooks and node.seq < first.get(child, node.seq + 1):
+                    first[child] = node.seq
+            elif child not in seen:
+                seen.add(child)
+                stack.append(child)
+    return first
+
+
 def closure_leaves(roots: list, wanted: list) -> list:
     """Leaves that require grad reached from the tensors ``roots`` without passing through the
     tensors ``wanted``, other than those: what a function closes over (checkpoint, implicit)."""
@@ -486,6 +515,7 @@ def register_post_accumulate_grad_hook(self: _Tensor, hook: Callable[[_Tensor], 
     hooks = self._post_acc_hooks
     if hooks is None:
         hooks = self._post_acc_hooks = []
+        HOOKED_LEAVES.add(weakref.ref(self, HOOKED_LEAVES.discard))
     hooks.append(hook)
     return HookHandle(hooks, hook)
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import gc
+import sys
 from heapq import heappop, heappush
 from typing import Any, Sequence
 
@@ -10,7 +11,7 @@ from .._dtypes import is_floating as _is_float
 from ..batched import BatchedTensor
 from ..errors import DTypeError, GraphError, ShapeError, rule_error
 from ..grad_mode import STATE
-from ..graph import walk
+from ..graph import HOOKED_LEAVES, hooked_accumulators, walk
 from ..ops import astype as _astype
 from ..ops.reduction import sum_to
 from ..tensor import Tensor as _Tensor
@@ -201,6 +202,9 @@ def run(roots: list, retain_graph: bool, create_graph: bool, targets: dict | Non
         _add(pending, edge, g)
     captured: dict = {}
     stored = {id(g) for _, g in roots}      # arrays a leaf's .grad must not alias: the caller's
+    early = _order_hooked(roots) if accumulate and HOOKED_LEAVES else None
+    grads: Any = ()
+    gi = None
     anomaly = st.anomaly
     d = st.__dict__                   # (non-rare fields: the hot path writes the dict directly)
     prev_grad, prev_in_bw = d["grad_enabled"], d["in_backward"]
@@ -233,6 +237,9 @@ def run(roots: list, retain_graph: bool, create_graph: bool, targets: dict | Non
                 continue                             # a captured leaf gives its gradient back
             if node.is_accumulator:
                 if accumulate:
+                    if early is not None and node in early and type(g) is np.ndarray and \
+                            sys.getrefcount(g) > 2 + (gi is g) + sum(x is g for x in grads):
+                        g = g.copy()     # a gradient still in flight is this array: a hook may write .grad
                     node.accumulate(g, create_graph, stored)
                 continue
             if needed is not None and (node, 0) in targets and len(node.metas) == 1 and \
@@ -276,6 +283,9 @@ def run(roots: list, retain_graph: bool, create_graph: bool, targets: dict | Non
         if "final_callbacks" in d:
             _run_callbacks(d)
     finally:
+        if early is not None:
+            for acc, seq in early.items():
+                acc.seq = seq
         d["grad_enabled"], d["in_backward"] = prev_grad, prev_in_bw
         if "final_callbacks" in d:          # a node or callback raised: the queue is dropped
             del d["final_callbacks"]
@@ -284,6 +294,24 @@ def run(roots: list, retain_graph: bool, create_graph: bool, targets: dict | Non
         if collect:
             gc.enable()
     return captured
+
+
+def _order_hooked(roots: list) -> dict:
+    """Renumber the nodes of the leaves with post-accumulate-grad hooks to run right after their
+    earliest consumer, when their gradient is complete (a leaf's node is as old as the leaf's first
+    use ever, so it would run last), so the hooks fire during the backward as in PyTorch. Several
+    leaves completed by one consumer keep their relative order. Returns their own numbers, which
+    ``run`` puts back when it ends."""
+    first = hooked_accumulators([edge[0] for edge, _ in roots])
+    own = {acc: acc.seq for acc in first}
+    by_consumer: dict = {}
+    for acc, s in first.items():
+        by_consumer.setdefault(s, []).append(acc)
+    for s, accs in by_consumer.items():
+        accs.sort(key=own.__getitem__, reverse=True)
+        for i, acc in enumerate(accs):       # between s - 1 and s: after s, before anything older
+            acc.seq = s - (i + 1) / (len(accs) + 1)
+    return own
 
 
 def _capture(node: Any, g: Any, capture: dict, captured: dict) -> bool:

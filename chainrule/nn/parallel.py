@@ -2,21 +2,24 @@
 
 The parameters are cut into buckets (about ``bucket_cap_mb`` each) in reverse registration order,
 the order in which a backward usually produces their gradients, and the buckets are the same on
-every rank. A post-accumulate-grad hook copies each gradient, divided by the world size, into its
-bucket (one pass); a bucket whose gradients are all in starts a non-blocking all-reduce at once
-(buckets start in index order on every rank, so the collectives match), and the hooks drive MPI's
-progress with ``Test``. A callback queued on the backward (``cr.autograd.queue_callback``) starts
-what is left and waits; each ``.grad`` is then a view of its reduced bucket (no copy), so every
-backward fills new buckets.
+every rank. A post-accumulate-grad hook, which the engine fires as soon as a parameter's gradient
+is complete, divides the gradient by the world size into its bucket: a bucket of one parameter
+reduces that gradient's own array in place, a bucket of several copies them into one buffer
+(reused while no ``.grad`` views it). A bucket whose gradients are all in starts a non-blocking
+all-reduce at once (buckets start in index order on every rank, so the collectives match), and the
+hooks drive MPI's progress with ``Test``. A callback queued on the backward
+(``cr.autograd.queue_callback``) starts what is left and waits; each ``.grad`` is then its reduced
+array, or a view of its bucket's buffer (no copy).
 
-Each bucket carries one "has a gradient" flag per parameter, reduced with the values: a parameter
-that got no gradient on some ranks is averaged with zeros from those ranks, one that got none on
-any rank keeps ``.grad = None`` (so an optimizer skips it, as in one process).
+One "has a gradient" flag per parameter is reduced too (one small all-reduce after the buckets): a
+parameter that got no gradient on some ranks is averaged with zeros from those ranks, one that got
+none on any rank keeps ``.grad = None`` (so an optimizer skips it, as in one process).
 """
 from __future__ import annotations
 
 import contextlib
 import hashlib
+import sys
 from typing import Any, Iterator
 
 from .. import autograd
@@ -27,29 +30,61 @@ from .module import Module
 
 
 class _Bucket:
-    def __init__(self, index: int, params: list, dtype: Any, scale: float) -> None:
-        self.index, self.params, self.dtype, self.scale = index, params, dtype, scale
+    """Parameters whose gradients are all-reduced together, divided by the world size on the way in.
+
+    A bucket of one parameter reduces that gradient's own array in place when it may (the array
+    the backward just produced, contiguous, of the wire dtype): no copy. Otherwise the gradients
+    are copied into one buffer, which is reused from step to step once no ``.grad`` views it.
+    """
+
+    def __init__(self, index: int, params: list, first: int, dtype: Any, scale: float) -> None:
+        self.index, self.params, self.first, self.dtype, self.scale = index, params, first, dtype, scale
         self.offsets, n = [], 0
         for p in params:
             self.offsets.append(n)
             n += p.size
         self.numel = n
-        self.buffer: Any = None      # values, then one has-grad flag per param; new each step
+        self.buffer: Any = None      # this step's: a gradient's own array (inplace), or a copy
+        self.inplace = False
+        self.spare: Any = None       # the last copy buffer, reused once no .grad views it
         self.ready: set[int] = set()
         self.work: dist.Work | None = None
 
-    def put(self, i: int, grad: Any) -> None:
-        """Copy the gradient of parameter ``i``, divided by the world size, into the buffer."""
+    def put(self, i: int, grad: Any, owned: bool, flags: Any) -> None:
+        """Divide parameter ``i``'s gradient ``grad`` (None: it has none) by the world size into
+        the bucket; ``owned``: ``grad`` is the array the backward produced, so it may be reduced
+        in place. Its "has a gradient" flag goes into ``flags``."""
+        flags[self.first + i] = grad is not None
+        self.ready.add(i)
+        if owned and len(self.params) == 1 and grad.dtype == self.dtype and grad.flags.c_contiguous \
+                and grad.flags.writeable:
+            self.buffer, self.inplace = np.multiply(grad, self.scale, out=grad), True
+            return
         if self.buffer is None:
-            self.buffer = np.empty(self.numel + len(self.params), self.dtype)
+            spare, self.spare = self.spare, None
+            self.buffer = spare if spare is not None and sys.getrefcount(spare) == 2 else \
+                np.empty(self.numel, self.dtype)         # (2: `spare` and getrefcount's argument)
         p, o = self.params[i], self.offsets[i]
         if grad is None:
             self.buffer[o:o + p.size] = 0
-            self.buffer[self.numel + i] = 0
         else:
             np.multiply(np.ravel(grad), self.scale, out=self.buffer[o:o + p.size], casting="unsafe")
-            self.buffer[self.numel + i] = 1
-        self.ready.add(i)
+
+    def reduced(self, flags: Any) -> Iterator[tuple[Tensor, Any]]:
+        """Each parameter with its reduced gradient, None where no rank had one (once ``work`` is
+        done); then the bucket is empty for the next backward."""
+        for i, p in enumerate(self.params):
+            if not flags[self.first + i]:
+                yield p, None
+            elif self.inplace:
+                yield p, self.buffer
+            else:     # a view of the buffer (no copy); the buffer is reused once no .grad views it
+                o = self.offsets[i]
+                yield p, self.buffer[o:o + p.size].astype(p.dtype, copy=False).reshape(p.shape)
+        if not self.inplace:
+            self.spare = self.buffer
+        self.buffer, self.inplace, self.work = None, False, None
+        self.ready.clear()
 
 
 class DistributedDataParallel(Module):
@@ -100,7 +135,8 @@ class DistributedDataParallel(Module):
 
             def close(dtype: Any) -> None:
                 params, _ = open_.pop(dtype)
-                b = _Bucket(len(buckets), params, dtype, 1.0 / dist.get_world_size())
+                first = sum(len(b.params) for b in buckets)
+                b = _Bucket(len(buckets), params, first, dtype, 1.0 / dist.get_world_size())
                 buckets.append(b)
                 for i, q in enumerate(params):
                     where[id(q)] = (b, i)
@@ -115,6 +151,7 @@ class DistributedDataParallel(Module):
                 close(wire)
         object.__setattr__(self, "_buckets", buckets)
         object.__setattr__(self, "_where", where)
+        object.__setattr__(self, "_flags", np.zeros(len(where), np.int32))   # has a gradient, per param
         object.__setattr__(self, "_handles", [p.register_post_accumulate_grad_hook(self._hook)
                                               for _, p in named if id(p) in where])
 
@@ -174,7 +211,8 @@ class DistributedDataParallel(Module):
             object.__setattr__(self, "_queued", True)
         b, i = self._where[id(p)]
         if b.work is None:
-            b.put(i, p.grad.data)
+            # the engine gives a hooked leaf a .grad that nothing else holds: reducible in place
+            b.put(i, p.grad.data, p.grad.grad_fn is None, self._flags)
             self._launch(complete_only=True)
         for q in self._buckets[:self._next]:       # drive progress of what is in flight
             if not q.work.is_completed():
@@ -187,8 +225,8 @@ class DistributedDataParallel(Module):
             if complete_only and len(b.ready) < len(b.params):
                 return
             for i, p in enumerate(b.params):
-                if i not in b.ready:
-                    b.put(i, None if p.grad is None else p.grad.data)
+                if i not in b.ready:      # no gradient in this backward: the one from before, or none
+                    b.put(i, None if p.grad is None else p.grad.data, False, self._flags)
             b.work = dist.all_reduce(b.buffer, dist.ReduceOp.SUM, async_op=True)
             object.__setattr__(self, "_next", self._next + 1)
 
@@ -196,17 +234,21 @@ class DistributedDataParallel(Module):
         object.__setattr__(self, "_queued", False)
         try:
             self._launch(complete_only=False)
+            flags = dist.all_reduce(self._flags, dist.ReduceOp.SUM, async_op=True)
             for b in self._buckets:
                 b.work.wait()
-                flags = b.buffer[b.numel:]
-                for i, p in enumerate(b.params):
-                    if flags[i].real > 0:
-                        o = b.offsets[i]
-                        # a view of the buffer (no copy): the next step writes a new buffer
-                        p.grad = Tensor(b.buffer[o:o + p.size].astype(p.dtype, copy=False).reshape(p.shape))
+            flags.wait()
+            for b in self._buckets:
+                for p, g in b.reduced(self._flags):
+                    if g is None:
+                        p.grad = None
+                    elif p.grad is not None and p.grad.data is g:
+                        p.grad._bump()           # reduced in place
+                    else:
+                        p.grad = Tensor(g)
         finally:
             object.__setattr__(self, "_next", 0)
             for b in self._buckets:
-                b.ready.clear()
-                b.work = None
-                b.buffer = None
+                if b.work is not None or b.buffer is not None:    # an error above: drop them
+                    b.buffer, b.inplace, b.work = None, False, None
+                    b.ready.clear()

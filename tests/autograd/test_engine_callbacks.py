@@ -138,6 +138,101 @@ def test_post_hook_in_a_training_step_can_run_the_optimizer_per_parameter():
         assert p.grad is None or not np.any(p.grad.data)
 
 
+def _mlp_events(mod, mk):
+    """The order of tensor hooks on a 3-layer MLP's activations and post-accumulate hooks on its
+    parameters in a second training step."""
+    rng = np.random.default_rng(0)
+    ws = [mk(rng.standard_normal((4, 4))) for _ in range(3)]
+    bs = [mk(rng.standard_normal(4)) for _ in range(3)]
+    log = []
+    for k, (w, b) in enumerate(zip(ws, bs), 1):
+        w.register_post_accumulate_grad_hook(lambda t, k=k: log.append(f"W{k}"))
+        b.register_post_accumulate_grad_hook(lambda t, k=k: log.append(f"b{k}"))
+    x = rng.standard_normal((5, 4))
+    for _ in range(2):       # the second step: the leaves' nodes are older than the whole graph
+        log.clear()
+        h = mk(x)
+        for k, (w, b) in enumerate(zip(ws, bs), 1):
+            h = mod.tanh(h @ w + b)
+            if k < 3:
+                h.register_hook(lambda g, k=k: log.append(f"h{k}"))
+        h.sum().backward()
+    return log
+
+
+def _layers(log):
+    """``log`` cut at the activations' hooks, each layer's parameters as a set."""
+    groups, cur = [], set()
+    for e in log:
+        if e.startswith("h"):
+            groups += [cur, e]
+            cur = set()
+        else:
+            cur.add(e)
+    return groups + [cur]
+
+
+def test_post_hooks_fire_as_soon_as_the_leafs_gradient_is_complete():
+    """As PyTorch: a layer's parameters are done before the gradient reaches the layer below, so
+    DistributedDataParallel can start their all-reduce while the rest of the backward runs."""
+    log = _mlp_events(cr, lambda v: cr.tensor(v, requires_grad=True))
+    assert _layers(log) == [{"W3", "b3"}, "h2", {"W2", "b2"}, "h1", {"W1", "b1"}], log
+    torch = pytest.importorskip("torch")
+    theirs = _mlp_events(torch, lambda v: torch.tensor(v, requires_grad=True))
+    assert _layers(theirs) == _layers(log), theirs
+
+
+def test_post_hook_that_writes_grad_in_place_leaves_other_gradients_alone():
+    """d's gradient is the very array that flows on to w (an add passes it through): the hook's
+    in-place write must not reach w's gradient (the engine hands a hooked leaf its own array)."""
+    def run(mod, mk, zero_):
+        w, d = mk(np.ones((2, 3))), mk(np.zeros((2, 3)))
+        d.register_post_accumulate_grad_hook(zero_)
+        (mk(np.ones((4, 2))).detach() @ (w * 1.5 + d)).sum().backward()
+        return w.grad.tolist(), d.grad.tolist()
+
+    def zero(t):
+        t.grad.data[...] = 0
+    ours = run(cr, lambda v: cr.tensor(v, requires_grad=True), zero)
+    assert ours == ([[6.0] * 3] * 2, [[0.0] * 3] * 2)
+    torch = pytest.importorskip("torch")
+    theirs = run(torch, lambda v: torch.tensor(v, requires_grad=True), lambda t: [t.grad.zero_()] and None)
+    assert theirs == ours
+
+
+def test_post_hook_fires_once_when_an_older_retained_graph_joins_a_newer_one():
+    """A consumer from before the last backward and one from after: the hook still waits for both."""
+    def run(mk):
+        w = mk([1.0, 2.0])
+        seen = []
+        w.register_post_accumulate_grad_hook(lambda t: seen.append(t.grad.tolist()))
+        y1 = (w * 2).sum()
+        y1.backward(retain_graph=True)
+        ((w * w).sum() + y1).backward()
+        return seen
+    ours = run(lambda v: cr.tensor(v, requires_grad=True))
+    assert ours == [[2.0, 2.0], [6.0, 8.0]]
+    torch = pytest.importorskip("torch")
+    assert run(lambda v: torch.tensor(v, requires_grad=True)) == ours
+
+
+def test_early_hooks_leave_the_graph_numbering_as_it_was():
+    w = _leaf()
+    w.register_post_accumulate_grad_hook(lambda t: None)
+    node = w._edge()[0]
+    seq = node.seq
+
+    def fail(g):
+        raise ValueError("boom")
+    y = w * 2
+    y.register_hook(fail)
+    with pytest.raises(ValueError, match="boom"):
+        (y * 3).sum().backward()
+    assert node.seq == seq
+    (w * 3).sum().backward()
+    assert node.seq == seq and w.grad.tolist() == [3.0, 3.0]
+
+
 # ----- queue_callback -----
 def test_queue_callback_outside_backward_raises():
     with pytest.raises(GraphError, match="only be installed during a backward"):

@@ -86,6 +86,38 @@ def test_world_of_one_ddp_trains_as_the_module(world_of_one):
     assert all(np.array_equal(p.data, q.data) for p, q in zip(a.parameters(), b.parameters()))
 
 
+def test_ddp_buckets_reduce_in_place_or_reuse_a_buffer_nothing_views():
+    """A bucket's way in and out, without MPI (the reduction itself is left out): one owned
+    gradient is divided in place and is the result; several are copied into a buffer that the
+    next step reuses only once no .grad still views it (a kept .grad keeps its values)."""
+    from chainrule.nn.parallel import _Bucket
+    a, b = cr.nn.Parameter(np.zeros((2, 3))), cr.nn.Parameter(np.zeros(4))
+    flags = np.zeros(3, np.int32)
+    lone = _Bucket(0, [a], 0, np.dtype(np.float64), 0.5)
+    g = np.full((2, 3), 4.0)
+    lone.put(0, g, True, flags)
+    assert list(lone.reduced(flags)) == [(a, g)] and (g == 2.0).all()       # in place: g itself
+    kept = np.full((2, 3), 4.0)
+    lone.put(0, kept, False, flags)                                       # not owned: copied
+    (_, out), = lone.reduced(flags)
+    assert out is not kept and (kept == 4.0).all() and (out == 2.0).all()
+
+    pair = _Bucket(1, [a, b], 1, np.dtype(np.float64), 0.5)
+
+    def step(value):
+        pair.put(0, np.full((2, 3), value), True, flags)
+        pair.put(1, None, False, flags)                                   # b: no gradient here
+        return [g for _, g in pair.reduced(flags)]
+    ga, gb = step(2.0)
+    assert gb is None and ga.shape == (2, 3) and (ga == 1.0).all()
+    ga2, _ = step(6.0)                         # ga still views the buffer: a new one
+    assert ga2.base is not ga.base and (ga == 1.0).all() and (ga2 == 3.0).all()
+    second = id(ga2.base)                      # (an id: holding the buffer would keep it in use)
+    del ga, ga2
+    ga3, _ = step(8.0)                         # nothing views the last one: reused
+    assert id(ga3.base) == second and (ga3 == 4.0).all()
+
+
 def test_errors_are_clear(monkeypatch):
     for k in LAUNCHER_VARS:
         monkeypatch.delenv(k)
@@ -137,7 +169,7 @@ def equivalence(request):
 
 
 CASES = [f"{o}-{d}-{v}" for o in ("sgd", "adam") for d in ("float64", "float32")
-         for v in ("plain", "unused", "nosync", "ckpt")]
+         for v in ("plain", "unused", "nosync", "ckpt", "shared")]
 
 
 @needs_mpi
