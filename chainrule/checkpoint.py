@@ -69,6 +69,8 @@ def _drop_last(fn: Callable) -> Callable:
 
 
 class _Checkpoint(Function):
+    reentrant = True         # backward accumulates the gradients of the parameters fn closes over
+
     @staticmethod
     def forward(ctx: FunctionCtx, run: Callable, preserve: bool, *args: Any) -> Any:
         ctx.run = run

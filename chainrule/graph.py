@@ -27,6 +27,7 @@ class GraphNode:
 
     __slots__ = ()
     is_accumulator = False
+    reentrant = False      # its backward runs a backward that accumulates into leaves (cr.checkpoint)
     name = "GraphNode"
 
     @property
@@ -111,14 +112,18 @@ HOOKED_LEAVES: set = set()
 
 def hooked_accumulators(starts: Any) -> dict:
     """The nodes of the leaves with post-accumulate-grad hooks reached from the nodes ``starts``,
-    each with the lowest ``seq`` among its consumers there: once the engine (newest first) has run
-    that consumer, the leaf's gradient is complete, so its hooks can fire (``DistributedDataParallel``
-    starts a bucket's all-reduce) while the rest of the backward still runs."""
+    each with the ``seq`` after which no node adds to its gradient: the lowest among its consumers
+    there and the reentrant nodes (whose own backward may accumulate into any leaf). Once the engine
+    (newest first) has run that node, the leaf's gradient is complete, so its hooks can fire
+    (``DistributedDataParallel`` starts a bucket's all-reduce) while the rest still runs."""
     first: dict = {}
     seen = set()
     stack = [s for s in starts if s is not None]
+    last = None                      # the oldest reentrant node's seq
     while stack:
         node = stack.pop()
+        if node.reentrant and (last is None or node.seq < last):
+            last = node.seq
         for edge in node.edges:
             if edge is None:
                 continue
@@ -130,6 +135,8 @@ def hooked_accumulators(starts: Any) -> dict:
             elif child not in seen:
                 seen.add(child)
                 stack.append(child)
+    if last is not None:
+        first = {acc: min(s, last) for acc, s in first.items()}
     return first
 
 
@@ -304,10 +311,12 @@ class AccumulateGrad(GraphNode):
         self.edges = ()
         self.extra = None
 
-    def accumulate(self, g: Any, create_graph: bool, stored: set) -> None:
+    def accumulate(self, g: Any, create_graph: bool, stored: set) -> Any:
+        """Add ``g`` to the leaf's ``.grad``; return the leaf if it has post-accumulate-grad hooks
+        (the engine runs them), else None."""
         t = self.variable()
         if t is None or not t._requires_grad or t._view_meta == "no_grad":
-            return      # requires_grad_(False) since, or a view made under no_grad: as PyTorch, skip
+            return None     # requires_grad_(False) since, or a view made under no_grad: as PyTorch
         if not create_graph and isinstance(g, _Tensor) and not g._level:
             g = g.data
         if not isinstance(g, _Tensor):
@@ -321,14 +330,13 @@ class AccumulateGrad(GraphNode):
             t.grad = t.grad + g
         else:
             t.grad = _wrap(t.grad.data + g.data)
-        if t._post_acc_hooks is not None:       # a class attribute, None until a hook is registered
-            _run_post_acc_hooks(t)
+        return t if t._post_acc_hooks else None   # a class attribute, None until a hook is registered
 
     def vjp(self, g: Any, tensor_mode: bool) -> list:
         return []
 
 
-def _run_post_acc_hooks(t: Any) -> None:
+def run_post_acc_hooks(t: Any) -> None:
     """``t.register_post_accumulate_grad_hook``'s hooks, in order, once ``t.grad`` is updated."""
     for fn in list(t._post_acc_hooks):
         if fn(t) is not None:

@@ -11,7 +11,7 @@ from .._dtypes import is_floating as _is_float
 from ..batched import BatchedTensor
 from ..errors import DTypeError, GraphError, ShapeError, rule_error
 from ..grad_mode import STATE
-from ..graph import HOOKED_LEAVES, hooked_accumulators, walk
+from ..graph import HOOKED_LEAVES, hooked_accumulators, run_post_acc_hooks, walk
 from ..ops import astype as _astype
 from ..ops.reduction import sum_to
 from ..tensor import Tensor as _Tensor
@@ -202,11 +202,20 @@ def run(roots: list, retain_graph: bool, create_graph: bool, targets: dict | Non
         _add(pending, edge, g)
     captured: dict = {}
     stored = {id(g) for _, g in roots}      # arrays a leaf's .grad must not alias: the caller's
-    early = _order_hooked(roots) if accumulate and HOOKED_LEAVES else None
-    grads: Any = ()
-    gi = None
+    grads = gi = None
     anomaly = st.anomaly
     d = st.__dict__                   # (non-rare fields: the hot path writes the dict directly)
+    # With hooked leaves about, the outermost accumulating backward orders them (_order_hooked) and
+    # owns ``deferred``: a backward inside it (a checkpoint's) accumulates without running hooks
+    # and leaves the leaves there, for the outer one to run once their gradient is complete.
+    # (Without any, no leaf has hooks and neither name below is read.)
+    early = None
+    if HOOKED_LEAVES:
+        deferred = d.get("deferred_hooks")
+        nested = deferred is not None
+        if accumulate and not nested:
+            early = _order_hooked(roots)
+            deferred = d["deferred_hooks"] = {}
     prev_grad, prev_in_bw = d["grad_enabled"], d["in_backward"]
     d["grad_enabled"], d["in_backward"] = create_graph, True
     # A backward allocates many short-lived objects that refcounting frees; the cyclic collector
@@ -238,9 +247,16 @@ def run(roots: list, retain_graph: bool, create_graph: bool, targets: dict | Non
             if node.is_accumulator:
                 if accumulate:
                     if early is not None and node in early and type(g) is np.ndarray and \
-                            sys.getrefcount(g) > 2 + (gi is g) + sum(x is g for x in grads):
+                            sys.getrefcount(g) > 2 + (gi is g) + sum(x is g for x in grads or ()):
                         g = g.copy()     # a gradient still in flight is this array: a hook may write .grad
-                    node.accumulate(g, create_graph, stored)
+                    hooked = node.accumulate(g, create_graph, stored)
+                    if hooked is not None:
+                        if nested:
+                            deferred[id(hooked)] = hooked
+                        else:
+                            if deferred:
+                                deferred.pop(id(hooked), None)
+                            run_post_acc_hooks(hooked)
                 continue
             if needed is not None and (node, 0) in targets and len(node.metas) == 1 and \
                     not _upstream_target(node, needed):      # a target with no target behind it
@@ -280,12 +296,16 @@ def run(roots: list, retain_graph: bool, create_graph: bool, targets: dict | Non
                 nxt = None
             if not retain_graph:
                 node.release()
+        if early is not None:
+            for t in list(deferred.values()):     # accumulated inside reentrant nodes only
+                run_post_acc_hooks(t)
         if "final_callbacks" in d:
             _run_callbacks(d)
     finally:
         if early is not None:
             for acc, seq in early.items():
                 acc.seq = seq
+            del d["deferred_hooks"]
         d["grad_enabled"], d["in_backward"] = prev_grad, prev_in_bw
         if "final_callbacks" in d:          # a node or callback raised: the queue is dropped
             del d["final_callbacks"]

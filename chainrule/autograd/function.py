@@ -63,6 +63,10 @@ class FunctionNode(GraphNode):
     def name(self) -> str:
         return f"{self.fn_cls.__name__}Backward"
 
+    @property
+    def reentrant(self) -> bool:
+        return self.fn_cls.reentrant
+
     def vjp(self, g: Any, tensor_mode: bool) -> list:
         gs = g if type(g) is list else [g]
         gs = [_as_tensor(x) if x is not None else wrap(np.zeros(shape, dtype))
@@ -111,6 +115,10 @@ class Function:
     >>> Cube.apply(x).backward(); x.grad
     tensor(12.)
     """
+
+    # True for a Function whose backward runs a backward of its own that accumulates into leaves
+    # (cr.checkpoint's): post-accumulate-grad hooks then wait until it has run
+    reentrant = False
 
     @staticmethod
     def forward(ctx: FunctionCtx, *args: Any, **kwargs: Any) -> Any:

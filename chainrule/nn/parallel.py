@@ -151,6 +151,7 @@ class DistributedDataParallel(Module):
                 close(wire)
         object.__setattr__(self, "_buckets", buckets)
         object.__setattr__(self, "_where", where)
+        object.__setattr__(self, "_names", {id(p): n for n, p in named})
         object.__setattr__(self, "_flags", np.zeros(len(where), np.int32))   # has a gradient, per param
         object.__setattr__(self, "_handles", [p.register_post_accumulate_grad_hook(self._hook)
                                               for _, p in named if id(p) in where])
@@ -210,10 +211,16 @@ class DistributedDataParallel(Module):
             autograd.queue_callback(self._finish)
             object.__setattr__(self, "_queued", True)
         b, i = self._where[id(p)]
-        if b.work is None:
-            # the engine gives a hooked leaf a .grad that nothing else holds: reducible in place
-            b.put(i, p.grad.data, p.grad.grad_fn is None, self._flags)
-            self._launch(complete_only=True)
+        if b.work is not None:
+            raise dist.DistributedError(
+                f"DistributedDataParallel: parameter {self._names[id(p)]!r} received more gradient "
+                f"after its bucket's all-reduce had started: a backward run inside this backward (a "
+                f"cr.Function whose backward calls backward) added to it. Set `reentrant = True` on "
+                f"that Function's class (as cr.checkpoint's has), so the engine completes a "
+                f"parameter's gradient before its hook fires")
+        # the engine gives a hooked leaf a .grad that nothing else holds: reducible in place
+        b.put(i, p.grad.data, p.grad.grad_fn is None, self._flags)
+        self._launch(complete_only=True)
         for q in self._buckets[:self._next]:       # drive progress of what is in flight
             if not q.work.is_completed():
                 break

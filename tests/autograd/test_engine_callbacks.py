@@ -216,6 +216,28 @@ def test_post_hook_fires_once_when_an_older_retained_graph_joins_a_newer_one():
     assert run(lambda v: torch.tensor(v, requires_grad=True)) == ours
 
 
+def test_post_hook_waits_for_checkpoints_that_may_add_to_the_gradient():
+    """A checkpoint's backward accumulates the parameters its function closes over, unseen by the
+    outer graph: a hook still fires once, with the whole gradient, for a leaf used inside one
+    checkpoint and outside it, and for one closed over by two checkpoints."""
+    w, b = cr.tensor([0.5, -1.0], requires_grad=True), cr.tensor([0.25, 0.75], requires_grad=True)
+    x = cr.tensor([1.0, 2.0])
+    seen = []
+    for name, t in (("w", w), ("b", b)):
+        t.register_post_accumulate_grad_hook(lambda t, name=name: seen.append((name, t.grad.tolist())))
+
+    def loss(ckpt):
+        h = ckpt(lambda v: cr.tanh(v * w + b), x)
+        h = ckpt(lambda u: cr.tanh(u + b), h)
+        return (h * h).sum() + (x * w).sum()
+    for _ in range(2):                  # the second time, the leaves' nodes are old
+        seen.clear()
+        w.grad = b.grad = None
+        loss(cr.checkpoint).backward()
+        want_w, want_b = cr.autograd.grad(loss(lambda f, v: f(v)), [w, b])
+        assert sorted(seen) == [("b", want_b.tolist()), ("w", want_w.tolist())], seen
+
+
 def test_early_hooks_leave_the_graph_numbering_as_it_was():
     w = _leaf()
     w.register_post_accumulate_grad_hook(lambda t: None)

@@ -25,13 +25,17 @@ class Net(cr.nn.Module):
         self.w1, self.b1, self.w2, self.b2 = p(D_IN, D_H), p(D_H), p(D_H, D_OUT), p(D_OUT)
         self.extra = p(D_OUT)         # used on rank 0 only (variant "unused")
         self.unused = p(2, 2)         # never used
-        self.recompute = self.shared = False
+        self.recompute = self.shared = self.mixed = False
 
     def forward(self, x):
         if self.shared:               # the add passes its gradient on to w1 * 1.5 and to d1 alike
             return cr.tanh(x @ (self.w1 * 1.5 + self.d1) + self.b1) @ self.w2 + self.b2
         if self.recompute:            # variant "ckpt": w1, b1 are used in a recomputed segment
             return cr.checkpoint(lambda v: cr.tanh(v @ self.w1 + self.b1), x) @ self.w2 + self.b2
+        if self.mixed:                # variant "mixed": w1 in a recomputed segment and outside it,
+            h = cr.checkpoint(lambda v: cr.tanh(v @ self.w1 + self.b1), x)      # b1 in two segments
+            h = cr.checkpoint(lambda u: cr.tanh(u + self.b1), h)
+            return h @ self.w2 + self.b2 + cr.tanh(x @ self.w1)[:, :D_OUT]
         return cr.tanh(x @ self.w1 + self.b1) @ self.w2 + self.b2
 
 
@@ -45,9 +49,9 @@ def run(case, rank, n):
     model = Net(np.random.default_rng(100 + rank), dtype)          # different on purpose: DDP broadcasts
     ref = Net(np.random.default_rng(100), dtype) if rank == 0 else None
     model.recompute = variant == "ckpt"
-    model.shared = variant == "shared"
+    model.shared, model.mixed = variant == "shared", variant == "mixed"
     if ref is not None:
-        ref.shared = model.shared
+        ref.shared, ref.mixed = model.shared, model.mixed
     ddp = DistributedDataParallel(model, bucket_cap_mb=25 if variant == "plain" else 1e-4)
     make = (lambda ps: cr.optim.SGD(ps, lr=0.05, momentum=0.9)) if opt_name == "sgd" else \
         (lambda ps: cr.optim.Adam(ps, lr=0.01))
@@ -101,7 +105,7 @@ def main():
     dist.init_process_group(timeout=60)
     rank, n = dist.get_rank(), dist.get_world_size()
     cases = sys.argv[1:] or [f"{o}-{d}-{v}" for o in ("sgd", "adam") for d in ("float64", "float32")
-                             for v in ("plain", "unused", "nosync", "ckpt", "shared")]
+                             for v in ("plain", "unused", "nosync", "ckpt", "mixed", "shared")]
     for case in cases:
         run(case, rank, n)
     dist.destroy_process_group()

@@ -139,6 +139,39 @@ def mismatch():
     DistributedDataParallel(cr.nn.Linear(3, 2 + dist.get_rank()))
 
 
+def reentrant():
+    """A cr.Function whose backward runs a backward that adds to a parameter: marked reentrant, the
+    hooks wait for it and the gradient is the average; unmarked, DDP refuses with a clear error."""
+    dist.init_process_group(timeout=30)
+    r, n = dist.get_rank(), dist.get_world_size()
+    w = cr.nn.Parameter(np.array([[1.0, 2.0], [3.0, 4.0]]))
+    model = cr.nn.Module()
+    model.w = w
+    ddp = DistributedDataParallel(model, bucket_cap_mb=1e-5)
+    assert ddp.bucket_sizes == [1]                      # w alone: reduced in place
+
+    class Sneaky(cr.Function):
+        reentrant = True
+
+        @staticmethod
+        def forward(ctx, x):
+            return x * 1.0
+
+        @staticmethod
+        def backward(ctx, g):
+            with cr.enable_grad():
+                (w * (r + 1.0)).sum().backward()        # adds r + 1 to every entry of w.grad
+            return g
+    x = cr.tensor(np.ones((3, 2)), requires_grad=True)
+    (Sneaky.apply(x) @ w).sum().backward()              # before the nested part: 3 per entry
+    want = 3.0 + sum(q + 1.0 for q in range(n)) / n
+    assert np.allclose(w.grad.data, want), (w.grad, want)
+    print(f"REENTRANT OK rank {r}", flush=True)
+    w.grad = None
+    Sneaky.reentrant = False
+    (Sneaky.apply(x) @ w).sum().backward()
+
+
 def zero():
     """ZeRO-1 against plain Adam (the same gradients on every rank); prints one JSON line from rank 0."""
     dist.init_process_group(timeout=30)

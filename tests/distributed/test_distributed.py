@@ -169,7 +169,7 @@ def equivalence(request):
 
 
 CASES = [f"{o}-{d}-{v}" for o in ("sgd", "adam") for d in ("float64", "float32")
-         for v in ("plain", "unused", "nosync", "ckpt", "shared")]
+         for v in ("plain", "unused", "nosync", "ckpt", "mixed", "shared")]
 
 
 @needs_mpi
@@ -251,6 +251,15 @@ def test_different_models_are_refused():
     out = mpiexec(2, "scenarios.py", "mismatch")
     assert out.returncode != 0
     assert "the ranks' models differ" in out.stderr and "rank 1: 2 parameters, 12 elements" in out.stderr
+
+
+@needs_mpi
+def test_a_reentrant_function_is_waited_for_and_an_unmarked_one_refused():
+    out = mpiexec(2, "scenarios.py", "reentrant")
+    assert all(f"REENTRANT OK rank {r}" in out.stdout for r in range(2)), out.stdout + out.stderr[-3000:]
+    assert out.returncode != 0
+    assert "parameter 'w' received more gradient after its bucket's all-reduce had started" in out.stderr
+    assert "reentrant = True" in out.stderr
 
 
 @needs_mpi
