@@ -75,6 +75,20 @@ def grad_hooks():
                      st.tuples(st.just("dropped"), st.sampled_from([0.5, 3.0])))
 
 
+def post_accumulate_hooks(dropped: bool = True):
+    """A post-accumulate-grad hook description (for a leaf): ("post_scale", c) / ("post_shift", c)
+    (multiply / add ``c`` to ``t.grad`` in place), ("post_observe",) (record a copy of ``t.grad``),
+    ("post_removed", c) (a scale hook registered, then removed before backward) or
+    ("post_dropped", c) (a scale hook removed between two backward passes; only if ``dropped``).
+    Constants are exact binary fractions."""
+    kinds = [st.tuples(st.just("post_scale"), st.sampled_from([0.5, -2.0, 3.0])),
+             st.tuples(st.just("post_shift"), st.sampled_from([0.25, -1.0])),
+             st.just(("post_observe",)), st.tuples(st.just("post_removed"), st.sampled_from([10.0]))]
+    if dropped:
+        kinds.append(st.tuples(st.just("post_dropped"), st.sampled_from([0.5, 3.0])))
+    return st.one_of(kinds)
+
+
 def index_keys(shape: tuple):
     """A basic or advanced index for a tensor of ``shape`` (ndim >= 1) selecting at least one element:
     ("int", i), ("slice", start, stop, step), ("last", i) for x[..., i], ("array", (i, ...)) with

@@ -13,6 +13,7 @@ from ..errors import DTypeError, GraphError, ShapeError, rule_error
 from ..grad_mode import STATE
 from ..graph import HOOKED_LEAVES, hooked_accumulators, run_post_acc_hooks, walk
 from ..ops import astype as _astype
+from ..ops import copy as _copy
 from ..ops.reduction import sum_to
 from ..tensor import Tensor as _Tensor
 from ..tensor import wrap as _wrap
@@ -216,6 +217,7 @@ def run(roots: list, retain_graph: bool, create_graph: bool, targets: dict | Non
         if accumulate and not nested:
             early = _order_hooked(roots)
             deferred = d["deferred_hooks"] = {}
+    own_grads = early is not None or create_graph
     prev_grad, prev_in_bw = d["grad_enabled"], d["in_backward"]
     d["grad_enabled"], d["in_backward"] = create_graph, True
     # A backward allocates many short-lived objects that refcounting frees; the cyclic collector
@@ -246,9 +248,8 @@ def run(roots: list, retain_graph: bool, create_graph: bool, targets: dict | Non
                 continue                             # a captured leaf gives its gradient back
             if node.is_accumulator:
                 if accumulate:
-                    if early is not None and node in early and type(g) is np.ndarray and \
-                            sys.getrefcount(g) > 2 + (gi is g) + sum(x is g for x in grads or ()):
-                        g = g.copy()     # a gradient still in flight is this array: a hook may write .grad
+                    if own_grads:                # a leaf's .grad must be its own
+                        g = _own(g, node, early, create_graph, grads, gi)
                     hooked = node.accumulate(g, create_graph, stored)
                     if hooked is not None:
                         if nested:
@@ -314,6 +315,20 @@ def run(roots: list, retain_graph: bool, create_graph: bool, targets: dict | Non
         if collect:
             gc.enable()
     return captured
+
+
+def _own(g: Any, node: Any, early: dict | None, create_graph: bool, grads: Any, gi: Any) -> Any:
+    """``g`` for a leaf's ``.grad``, copied where it would be shared. Under ``create_graph`` a copy
+    with history, always (PyTorch clones too): otherwise an add hands both leaves one tensor. For
+    a leaf with post-accumulate-grad hooks, a copy when a gradient still in flight is this very
+    array (``run``'s own references, ``grads`` and ``gi``, aside), so a hook may write ``.grad``."""
+    if create_graph:
+        return _copy(g) if isinstance(g, _Tensor) and not g._level else g
+    if node not in early or type(g) is not np.ndarray:
+        return g
+    held = (gi is g) + sum(x is g for x in grads or ())      # run's own references, besides its g
+    del gi       # ours: 3 = run's g, this frame's g, getrefcount's argument
+    return g.copy() if sys.getrefcount(g) > 3 + held else g
 
 
 def _order_hooked(roots: list) -> dict:

@@ -200,6 +200,30 @@ def test_post_hook_that_writes_grad_in_place_leaves_other_gradients_alone():
     assert theirs == ours
 
 
+def test_a_hooked_leafs_gradient_is_copied_only_when_shared():
+    """The copy that keeps a hooked leaf's .grad its own costs a pass over the gradient: it is made
+    only when another gradient still in flight holds the array (DistributedDataParallel then
+    reduces the array the backward produced, in place)."""
+    made = {}
+
+    class Twice(cr.Function):
+        @staticmethod
+        def forward(ctx, w):
+            return w * 1.0
+
+        @staticmethod
+        def backward(ctx, g):
+            arr = np.full(g.shape, 2.0, g.dtype)
+            made["id"] = id(arr)
+            return cr.as_tensor(arr)
+    w = _leaf()
+    w.register_post_accumulate_grad_hook(lambda t: None)
+    for _ in range(2):
+        w.grad = None
+        Twice.apply(w).sum().backward()
+        assert id(w.grad.data) == made["id"] and w.grad.tolist() == [2.0, 2.0]     # not copied
+
+
 def test_post_hook_fires_once_when_an_older_retained_graph_joins_a_newer_one():
     """A consumer from before the last backward and one from after: the hook still waits for both."""
     def run(mk):

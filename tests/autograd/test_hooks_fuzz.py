@@ -1,13 +1,16 @@
-"""Fuzz tensor hooks and retain_grad against PyTorch.
+"""Fuzz tensor hooks, post-accumulate-grad hooks and retain_grad against PyTorch.
 
 Hypothesis draws small float64 programs (1-3 leaves, 2-8 smooth ops with fan-out and broadcasting),
 puts ``retain_grad()`` (once or more, before or after hooks) and ``register_hook`` hooks (scale,
 shift, observe, registered-then-removed, removed between two passes; several per tensor) on random
-leaves, intermediates and the loss, and runs one of the backward schemes in ``MODES`` (plain,
+leaves, intermediates and the loss, ``register_post_accumulate_grad_hook`` hooks on leaves (scale or
+shift ``.grad`` in place, observe it, registered-then-removed, removed between two passes; several per
+leaf, mixed with the tensor hooks), and runs one of the backward schemes in ``MODES`` (plain,
 ``inputs=``, twice with ``retain_graph``, ``autograd.grad``, ``create_graph`` with a second order
 pass, several roots; the two-pass ones also retain and hook between the passes). The SAME program
 runs in chainrule and in torch; the loss, every tensor's ``.grad`` (``None`` included, and whether
-it requires grad), the gradients ``autograd.grad`` returns and every gradient an observer hook saw must agree.
+it requires grad), the gradients ``autograd.grad`` returns, every gradient an observer hook saw (a
+post hook's observer sees ``t.grad``) and how many times each post hook ran must agree.
 
 A failure prints the program as torch-style code: paste it into a script to reproduce.
 """
@@ -20,7 +23,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from strategies import grad_hooks, index_keys, leaf_shape_sets
+from strategies import grad_hooks, index_keys, leaf_shape_sets, post_accumulate_hooks
 
 import chainrule as cr
 from chainrule.errors import ChainruleError
@@ -37,6 +40,7 @@ MODES = ("backward", "inputs", "twice", "grad", "inputs_then_backward",
 TWO_PHASE = ("twice", "inputs_then_backward", "create_graph", "grad_create_graph")
 WITH_INPUTS = ("inputs", "grad", "inputs_then_backward", "grad_create_graph", "roots_inputs",
                "roots_grad")
+IN_PLACE_POST = ("post_scale", "post_shift", "post_dropped")    # post hooks that write t.grad
 
 
 # ----- programs -----
@@ -45,11 +49,12 @@ WITH_INPUTS = ("inputs", "grad", "inputs_then_backward", "grad_create_graph", "r
 class Program:
     """``shapes``: leaf shapes; tensor i < len(shapes) is leaf ``xi``, then one ``vi`` per op, then
     ``loss`` (the last index). ``ops``: (name, args, param). ``loss``: (last, extra or None), the
-    loss is ``v[last].sum() (+ v[extra].sum())``. ``actions``: ("retain", i) or ("hook", i, hook),
-    applied in order after the forward. ``mode``: (name, input indices, second root or None): the
-    "roots*" modes backpropagate from ``loss`` and from that tensor together (with gradients of
-    ones). The modes in ``TWO_PHASE`` run two passes; between them the ("dropped", c) hooks are
-    removed and the ``late`` actions applied."""
+    loss is ``v[last].sum() (+ v[extra].sum())``. ``actions``: ("retain", i), ("hook", i, hook) or
+    ("post", i, post hook) (i a leaf), applied in order after the forward. ``mode``: (name, input
+    indices, second root or None): the "roots*" modes backpropagate from ``loss`` and from that
+    tensor together (with gradients of ones). The modes in ``TWO_PHASE`` run two passes; between
+    them the ("dropped", c) and ("post_dropped", c) hooks are removed and the ``late`` actions
+    applied."""
     seed: int
     shapes: tuple
     ops: tuple
@@ -78,6 +83,9 @@ class Program:
                 lines.append(f"{t}.retain_grad()")
                 continue
             kind = act[2]
+            if act[0] == "post":
+                lines.append(_post_line(t, kind, f"{seen}{j}", f"h{j}", self.mode[0] == "create_graph"))
+                continue
             if kind[0] == "scale":
                 lines.append(f"{t}.register_hook(lambda g: g * {kind[1]})")
             elif kind[0] == "shift":
@@ -98,6 +106,10 @@ class Program:
         for i, s in enumerate(self.shapes):
             lines.append(f"x{i} = torch.tensor(rng.uniform(-1.5, 1.5, size={s}), dtype=torch.float64, "
                          f"requires_grad=True)")
+        lines.append("leaves = [" + ", ".join(f"x{i}" for i in range(len(self.shapes))) + "]")
+        if _writes_post(self):
+            lines.append("for x in leaves: x.register_hook(lambda g: g.clone())   # torch only: see "
+                         "TorchLib.prepare")
         for k, (op, args, param) in enumerate(self.ops):
             a = n(args[0])
             if op in ("tanh", "sin"):
@@ -153,11 +165,36 @@ class Program:
                       "   # if any (and not a grad torch returns before hooks: see the quirk)")]),
             }[mode]
             lines += first
-            lines += [f"h{j}.remove()   # chainrule: h{j}()" for j, act in enumerate(self.actions)
-                      if act[0] == "hook" and act[2][0] == "dropped"]
+            lines += [f"h{j}.remove()" + ("   # chainrule: h{j}()" if act[0] == "hook" else "")
+                      for j, act in enumerate(self.actions)
+                      if act[0] in ("hook", "post") and act[2][0] in ("dropped", "post_dropped")]
             lines += self._action_lines(self.late, "late")
             lines += second
         return lines
+
+
+def _post_line(t: str, kind: tuple, seen: str, handle: str, create_graph: bool) -> str:
+    """The torch line registering post-accumulate-grad hook ``kind`` on leaf ``t`` (see
+    CrLib.in_place for chainrule's in-place write)."""
+    reg = f"{t}.register_post_accumulate_grad_hook"
+    if kind[0] == "post_observe":
+        return f"{seen} = []; {reg}(lambda t: {seen}.append(t.grad.clone()))"
+    op, c = ("add_" if kind[0] == "post_shift" else "mul_"), kind[1]
+    cr_op = "+=" if kind[0] == "post_shift" else "*="
+    hook = f"lambda t: [t.grad.{op}({c})] and None"
+    note = f"# chainrule: t.grad.data[...] {cr_op} {c}"
+    if create_graph:
+        note += f" (t.grad {cr_op} {c} if t.grad.requires_grad)"
+    if kind[0] == "post_removed":
+        return f"{reg}({hook}).remove()   {note}"
+    if kind[0] == "post_dropped":
+        return f"{handle} = {reg}({hook})   {note}; removed between passes"
+    return f"{reg}({hook})   {note}"
+
+
+def _writes_post(p: Program) -> bool:
+    """Whether ``p`` has a post-accumulate-grad hook that changes ``.grad`` in place."""
+    return any(a[0] == "post" and a[2][0] in IN_PLACE_POST for a in p.actions + p.late)
 
 
 def _key_code(key: tuple) -> str:
@@ -238,16 +275,22 @@ def hook_programs(draw, max_ops: int = 8) -> Program:
     n_tensors = len(known) + 1
     any_tensor = st.integers(0, n_tensors - 1)
     targets = draw(st.lists(any_tensor, min_size=1, max_size=3, unique=True))   # few: hooks pile up
-    def action_lists(hooks):
+    # post hooks: mostly on leaves the loss depends on, often on one an add / sub passes its incoming
+    # gradient to as is (a hook writing .grad in place must not change the gradient's other uses)
+    used = sorted(i for i in _ancestors_of(shapes, ops, loss, len(known)) if i < len(shapes))
+    fans = sorted({i for op, args, _ in ops if op in ("add", "sub") for i in args if i in used})
+    leaf = st.one_of([st.sampled_from(c) for c in (fans, used) if c] + [st.integers(0, len(shapes) - 1)])
+    def action_lists(hooks, posts):
         return st.lists(st.one_of(st.tuples(st.just("retain"), st.sampled_from(targets)),
-                                  st.tuples(st.just("hook"), st.sampled_from(targets), hooks)),
+                                  st.tuples(st.just("hook"), st.sampled_from(targets), hooks),
+                                  st.tuples(st.just("post"), leaf, posts)),
                         max_size=6)
-    actions = draw(action_lists(grad_hooks()))
     mode = draw(st.sampled_from(MODES))
+    actions = draw(action_lists(grad_hooks(), post_accumulate_hooks()))
     idxs = draw(st.lists(any_tensor, min_size=1, max_size=3, unique=True)) if mode in WITH_INPUTS else []
     root = draw(st.integers(0, n_tensors - 2)) if mode.startswith("roots") else None
-    late = draw(action_lists(grad_hooks().filter(lambda h: h[0] != "dropped"))) \
-        if mode in TWO_PHASE else []
+    late = draw(action_lists(grad_hooks().filter(lambda h: h[0] != "dropped"),
+                             post_accumulate_hooks(dropped=False))) if mode in TWO_PHASE else []
     return Program(seed, tuple(shapes), tuple(ops), loss, tuple(actions), (mode, tuple(idxs), root),
                    tuple(late))
 
@@ -297,6 +340,24 @@ class CrLib:
     @staticmethod
     def unalias(leaves):
         pass
+
+    @staticmethod
+    def prepare(leaves, p):
+        pass
+
+    @staticmethod
+    def in_place(g, op, c):
+        """A post hook's in-place write to ``t.grad``: on the array (not recorded), or, for a
+        gradient that requires grad (create_graph), recorded, as torch's ``mul_`` is there."""
+        if g.requires_grad:
+            if op == "mul":
+                g *= c
+            else:
+                g += c
+        elif op == "mul":
+            g.data[...] *= c
+        else:
+            g.data[...] += c
 
 
 class TorchLib:
@@ -363,6 +424,25 @@ class TorchLib:
             warnings.simplefilter("ignore")
             return t.grad
 
+    @staticmethod
+    def prepare(leaves, p):
+        """Before a program whose post hooks write ``.grad`` in place: give every leaf a tensor hook
+        returning a copy of its gradient. Without it torch's AccumulateGrad may keep a view that
+        shares memory with another leaf's .grad or with a gradient still in flight as .grad (see
+        unalias; e.g. ``(a.reshape(2, 1) + b.reshape(2, 1)).tanh().sum()``), and ``a.grad.mul_(3)``
+        in a's post hook then also scales b.grad. chainrule guarantees a hooked leaf's .grad is its
+        own; this keeps torch from being wrong."""
+        if _writes_post(p):
+            for x in leaves:
+                x.register_hook(lambda g: g.clone())
+
+    @staticmethod
+    def in_place(g, op, c):
+        if op == "mul":
+            g.mul_(c)
+        else:
+            g.add_(c)
+
 
 def _hook(kind: tuple, lib, seen: list):
     if kind[0] in ("scale", "removed", "dropped"):
@@ -377,18 +457,39 @@ def _hook(kind: tuple, lib, seen: list):
     return observe
 
 
+def _post_hook(kind: tuple, lib, seen: list, fired: dict, label: str):
+    """A post-accumulate-grad hook (returns None): counts its calls in ``fired[label]``."""
+    def hook(t):
+        fired[label] += 1
+        if kind[0] == "post_observe":
+            seen.append(_snapshot(lib, t.grad))
+        else:
+            lib.in_place(t.grad, "add" if kind[0] == "post_shift" else "mul", kind[1])
+    return hook
+
+
 def _snapshot(lib, t) -> tuple | None:
     """(values, requires_grad) of a gradient, or None."""
     return None if t is None else (lib.numpy(t), bool(t.requires_grad))
 
 
-def _apply(actions: tuple, ts: list, lib, seen: dict, label: str) -> list:
-    """Apply retain/hook actions; return the handles of the ("dropped", c) hooks."""
+def _apply(actions: tuple, ts: list, lib, seen: dict, fired: dict, label: str) -> list:
+    """Apply retain/hook/post actions; return the handles of the ("dropped", c) and
+    ("post_dropped", c) hooks."""
     dropped = []
     for j, act in enumerate(actions):
         t = ts[act[1]]
         if act[0] == "retain":
             t.retain_grad()
+            continue
+        if act[0] == "post":
+            fired[f"{label}{j}"] = 0
+            handle = t.register_post_accumulate_grad_hook(
+                _post_hook(act[2], lib, seen.setdefault(f"{label}{j}", []), fired, f"{label}{j}"))
+            if act[2][0] == "post_removed":
+                handle.remove()
+            elif act[2][0] == "post_dropped":
+                dropped.append(handle)
             continue
         handle = t.register_hook(_hook(act[2], lib, seen.setdefault(f"{label}{j}", [])))
         if act[2][0] == "removed":
@@ -404,6 +505,7 @@ def execute(p: Program, lib, plan: dict | None = None) -> dict:
     the create_graph modes differentiates (which gradients require grad); chainrule follows it."""
     rng = np.random.default_rng(p.seed)
     ts = [lib.leaf(rng.uniform(-1.5, 1.5, size=s)) for s in p.shapes]
+    lib.prepare(ts, p)
     for op, args, param in p.ops:
         a = ts[args[0]]
         if op in ("tanh", "sin"):
@@ -431,12 +533,13 @@ def execute(p: Program, lib, plan: dict | None = None) -> dict:
     loss = ts[last].sum() if extra is None else ts[last].sum() + ts[extra].sum()
     ts.append(loss)
     seen: dict = {}
-    dropped = _apply(p.actions, ts, lib, seen, "seen")
+    fired: dict = {}
+    dropped = _apply(p.actions, ts, lib, seen, fired, "seen")
 
     def between():
         for handle in dropped:
             lib.remove(handle)
-        _apply(p.late, ts, lib, seen, "late")
+        _apply(p.late, ts, lib, seen, fired, "late")
     mode, idxs, root = p.mode
     inputs = [ts[i] for i in idxs]
     roots = None if root is None else [loss, ts[root]]
@@ -485,7 +588,7 @@ def execute(p: Program, lib, plan: dict | None = None) -> dict:
         else:
             returned = [_snapshot(lib, g) for g in lib.grad(roots, inputs, grad_outputs=ones)]
     return {"loss": lib.numpy(loss), "grads": [_snapshot(lib, lib.grad_of(t)) for t in ts],
-            "first": first, "seen": seen, "returned": returned, "plan": plan}
+            "first": first, "seen": seen, "fired": fired, "returned": returned, "plan": plan}
 
 
 def _diff(what: str, got, want) -> list[str]:
@@ -525,16 +628,23 @@ def mismatches(p: Program) -> list[str]:
         out += _diff(f"{p.name(i)}.grad", g, w)
     for i, (g, w) in enumerate(zip(got["first"] or [], want["first"] or [])):
         out += _diff(f"{p.name(i)}.grad after backward(create_graph=True)", g, w)
+    def on(label):
+        acts = p.actions if label.startswith("seen") else p.late     # "seen<j>" or "late<j>"
+        act = acts[int(label[4:])]
+        return ("post hook" if act[0] == "post" else "hook") + f" {act[2][0]} on {p.name(act[1])}"
+    for label in sorted(set(got["fired"]) | set(want["fired"])):
+        g, w = got["fired"].get(label), want["fired"].get(label)
+        if g != w:
+            out.append(f"{label} ({on(label)}): chainrule ran it {g} times, torch {w} times")
     for label in sorted(set(got["seen"]) | set(want["seen"])):
         g, w = got["seen"].get(label, []), want["seen"].get(label, [])
-        acts = p.actions if label.startswith("seen") else p.late     # "seen<j>" or "late<j>"
-        on = p.name(acts[int(label[4:])][1])
         if len(g) != len(w):
-            out.append(f"{label} (observer on {on}): chainrule was called {len(g)} times, torch "
-                       f"{len(w)} times")
+            if label not in want["fired"]:     # a post hook's count is reported above
+                out.append(f"{label} ({on(label)}): chainrule was called {len(g)} times, torch "
+                           f"{len(w)} times")
             continue
         for k, (gk, wk) in enumerate(zip(g, w)):
-            out += _diff(f"{label}[{k}] (observer on {on})", gk, wk)
+            out += _diff(f"{label}[{k}] ({on(label)})", gk, wk)
     if want["returned"] is not None:
         wrt = p.mode[1] if p.mode[0] != "create_graph" else want["plan"]["xs"]
         if len(got["returned"]) != len(want["returned"]):
@@ -548,13 +658,17 @@ def mismatches(p: Program) -> list[str]:
 
 def _ancestors(p: Program, i: int) -> set:
     """Indices of the tensors ``i`` was computed from (transitively)."""
-    nl = len(p.shapes)
+    return _ancestors_of(p.shapes, p.ops, p.loss, i)
+
+
+def _ancestors_of(shapes, ops, loss: tuple, i: int) -> set:
+    nl = len(shapes)
     if i < nl:
         return set()
-    args = p.ops[i - nl][1] if i < p.n_tensors - 1 else tuple(a for a in p.loss if a is not None)
+    args = ops[i - nl][1] if i < nl + len(ops) else tuple(a for a in loss if a is not None)
     out = set(args)
     for a in args:
-        out |= _ancestors(p, a)
+        out |= _ancestors_of(shapes, ops, loss, a)
     return out
 
 
@@ -637,12 +751,60 @@ MINIMAL = {
         [(2,)], [("tanh", (0,), None)], (1, None),
         [("hook", 1, ("dropped", 3.0)), ("hook", 0, ("observe",))], ("twice", ()),
         late=[("hook", 1, ("scale", 0.5)), ("retain", 1)]),
+    # post-accumulate-grad hooks (guards of what chainrule promises; the random programs seldom
+    # build the first two). A post hook writing x0.grad in place runs while the same array the add
+    # passed to x0 is still on its way to v2's node (x0's node is newer, so it runs first): x1.grad
+    # must not change
+    "post_hook_in_place_leaves_a_gradient_in_flight_alone": _prog(
+        [(2,), (2,)], [("tanh", (1,), None), ("add", (2, 0), None), ("tanh", (3,), None)], (4, None),
+        [("post", 0, ("post_scale", 3.0))], ("backward", ())),
+    # ... nor another leaf's .grad (torch itself gets this wrong without TorchLib.prepare)
+    "post_hook_in_place_leaves_another_leaf_grad_alone": _prog(
+        [(2,), (2,)], [("reshape", (0,), (2, 1)), ("reshape", (1,), (2, 1)), ("add", (2, 3), None),
+                       ("tanh", (4,), None)], (5, None),
+        [("post", 1, ("post_shift", 0.25)), ("post", 0, ("post_scale", 3.0))], ("backward", ())),
+    # in registration order, after the tensor hooks, once per pass that accumulates; one removed
+    # before backward and one removed between the passes do not run (again); one added between does
+    "post_hooks_in_order_each_pass": _prog(
+        [(2,)], [("sin", (0,), None)], (1, None),
+        [("post", 0, ("post_observe",)), ("hook", 0, ("scale", 3.0)), ("post", 0, ("post_scale", 0.5)),
+         ("post", 0, ("post_removed", 10.0)), ("post", 0, ("post_dropped", 3.0)),
+         ("post", 0, ("post_observe",))], ("twice", ()),
+        late=[("post", 0, ("post_shift", 0.25)), ("post", 0, ("post_observe",))]),
+    # autograd.grad accumulates nothing: no post hook runs; with inputs=, only the inputs' run
+    "post_hooks_not_under_autograd_grad": _prog(
+        [(2,), (2,)], [("mul", (0, 1), None)], (2, None),
+        [("post", 0, ("post_observe",)), ("post", 1, ("post_observe",))], ("grad", (0, 1))),
+    "post_hooks_inputs_then_backward": _prog(
+        [(2,), (2,)], [("mul", (0, 1), None)], (2, None),
+        [("post", 0, ("post_observe",)), ("post", 1, ("post_scale", -2.0))],
+        ("inputs_then_backward", (1,))),
 }
 
 
 @pytest.mark.parametrize("name", sorted(MINIMAL))
 def test_minimal_hook_programs_match_torch(name):
     check(MINIMAL[name])
+
+
+# Found by this fuzz, now fixed: under backward(create_graph=True) chainrule stored the incoming
+# gradient tensor itself as a leaf's .grad, so an add gave x0 and x1 the very same .grad tensor, or
+# a read-only broadcast of the loss's seed, and a post hook writing x0.grad in place changed x1.grad
+# too (or raised "output array is read-only"). Like PyTorch's AccumulateGrad, the engine now gives
+# the leaf a copy with history.
+CREATE_GRAPH_IN_PLACE = {
+    "shared_with_another_leaf": _prog(
+        [(2,), (2,)], [("add", (0, 1), None), ("tanh", (2,), None)], (3, None),
+        [("post", 0, ("post_scale", 3.0))], ("create_graph", ())),
+    "read_only_broadcast": _prog(
+        [(2,), (2,)], [("add", (0, 1), None)], (2, None),
+        [("post", 0, ("post_shift", 0.25))], ("create_graph", ())),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CREATE_GRAPH_IN_PLACE))
+def test_create_graph_post_hook_in_place(name):
+    check(CREATE_GRAPH_IN_PLACE[name])
 
 
 # ----- hooks returning a gradient that does not fit -----
