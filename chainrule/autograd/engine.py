@@ -336,7 +336,8 @@ def _order_hooked(roots: list) -> dict:
     earliest consumer, when their gradient is complete (a leaf's node is as old as the leaf's first
     use ever, so it would run last), so the hooks fire during the backward as in PyTorch. Several
     leaves completed by one consumer keep their relative order. Returns their own numbers, which
-    ``run`` puts back when it ends."""
+    ``run`` puts back when it ends. (The numbers live on the nodes: two backwards running at once in
+    two threads over one hooked leaf may see each other's; concurrent backward is not supported.)"""
     first = hooked_accumulators([edge[0] for edge, _ in roots])
     own = {acc: acc.seq for acc in first}
     by_consumer: dict = {}
