@@ -83,6 +83,10 @@ class _Bucket:
                 yield p, self.buffer[o:o + p.size].astype(p.dtype, copy=False).reshape(p.shape)
         if not self.inplace:
             self.spare = self.buffer
+        self.clear()
+
+    def clear(self) -> None:
+        """Empty for the next backward."""
         self.buffer, self.inplace, self.work = None, False, None
         self.ready.clear()
 
@@ -256,6 +260,4 @@ class DistributedDataParallel(Module):
         finally:
             object.__setattr__(self, "_next", 0)
             for b in self._buckets:
-                if b.work is not None or b.buffer is not None:    # an error above: drop them
-                    b.buffer, b.inplace, b.work = None, False, None
-                    b.ready.clear()
+                b.clear()           # (done already, unless an error above left them filled)
