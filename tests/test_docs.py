@@ -1,13 +1,17 @@
 """Every ```python block of README.md and docs/*.md runs as written, alone.
 
-Each block runs in a fresh namespace, in a temporary working directory (blocks that save files
-write there), with chainrule's global settings restored afterwards. The id is ``FILE:N``, N
-counting the file's python blocks from 1. A block whose first line is ``# not run: <reason>`` is
-skipped with that reason; a block that needs matplotlib is skipped when it is not installed.
-Shell commands belong in ```bash blocks, output in plain ``` blocks: neither is run.
+Each block runs as a user would paste it: in a fresh namespace, in a temporary working directory
+(blocks that save files write there), with chainrule's global settings restored afterwards. A
+block whose first line is ``# continues`` runs after the page's previous block, in its namespace
+(the page says so to its reader with that line). The id is ``FILE:N``, N counting the file's python
+blocks from 1. A block whose first line is ``# not run: <reason>`` is skipped with that reason; a
+block that imports an optional package (matplotlib, torch, jax, HIPS autograd, mpi4py) is skipped
+when that package is not installed. Shell commands belong in ```bash blocks, output in plain ```
+blocks: neither is run.
 """
 from __future__ import annotations
 
+import importlib.util
 import re
 from pathlib import Path
 
@@ -21,6 +25,8 @@ DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 NOT_RUN = re.compile(r"#\s*not run:\s*(.+)")
 NEEDS_MATPLOTLIB = re.compile(r"\bmatplotlib\b|\bcr\.viz\.render\(|--plot\b|\.plot\(")
 FENCE = re.compile(r"^(\s*)```(\S*)\s*$")
+CONTINUES = re.compile(r"#\s*continues\b")
+OPTIONAL = re.compile(r"^\s*(?:import|from)\s+(torch|jax|autograd|mpi4py|tqdm)\b", re.M)
 
 
 def python_blocks(path: Path) -> list[tuple[int, str]]:
@@ -45,8 +51,25 @@ def python_blocks(path: Path) -> list[tuple[int, str]]:
     return blocks
 
 
+def runnable_blocks(path: Path) -> list[tuple[int, str]]:
+    """Each python block as it runs: a ``# continues`` block is preceded by the blocks it continues
+    (blank lines keep every line where it is in the Markdown file, for tracebacks)."""
+    out: list[tuple[int, str]] = []
+    for line, src in python_blocks(path):
+        first = src.lstrip().splitlines()[0] if src.strip() else ""
+        if CONTINUES.match(first):
+            if not out:
+                raise ValueError(f"{path.name}:{line}: '# continues' on the page's first block")
+            prev_line, prev = out[-1]
+            gap = line - prev_line - prev.count("\n")
+            src = prev + "\n" * gap + src
+            line = prev_line
+        out.append((line, src))
+    return out
+
+
 CASES = [pytest.param(path, n, line, src, id=f"{path.name}:{n}")
-         for path in DOCS for n, (line, src) in enumerate(python_blocks(path), start=1)]
+         for path in DOCS for n, (line, src) in enumerate(runnable_blocks(path), start=1)]
 
 
 def test_docs_have_python_blocks():
@@ -81,6 +104,21 @@ def test_doc_block_runs(path, n, line, src, isolated):
         pytest.skip(f"{path.name}:{n}: {m.group(1).strip()}")
     if NEEDS_MATPLOTLIB.search(src):
         pytest.importorskip("matplotlib", reason=f"{path.name}:{n} draws with matplotlib")
+    for package in sorted(set(OPTIONAL.findall(src))):
+        if importlib.util.find_spec(package) is None:
+            pytest.skip(f"{path.name}:{n} needs {package}, which is not installed")
     # line numbers in tracebacks are the Markdown file's: pad with the fence's lines
     code = compile("\n" * line + src, str(path), "exec")
     exec(code, {"__name__": "__main__"})
+
+
+def test_continued_blocks_share_the_previous_namespace(tmp_path):
+    page = tmp_path / "page.md"
+    page.write_text("```python\nx = 2\n```\n\ntext\n\n```python\n# continues\nassert x == 2\n```\n"
+                    "```python\nassert 'x' not in dir()\n```\n")
+    blocks = runnable_blocks(page)
+    assert [line for line, _ in blocks] == [1, 1, 11]   # the fences' lines
+    for line, src in blocks:                       # each runs alone; the second sees the first's x
+        exec(compile("\n" * line + src, str(page), "exec"), {})
+    with pytest.raises(NameError):                 # without the marker the name is not there
+        exec(python_blocks(page)[1][1], {})
