@@ -1,18 +1,21 @@
 """``cr.integrate``: SciPy's ``odeint``, differentiable by the adjoint method.
 
-The forward solve is ``scipy.integrate.odeint`` (LSODA) on NumPy data: nothing is recorded, so the
-memory a backward needs does not grow with the number of solver steps. The reverse mode is the
-adjoint method (Pontryagin; HIPS autograd's ``odeint``, torchdiffeq's ``odeint_adjoint``): for
-outputs y_i = y(t_i) and cotangents ḡ_i, the adjoint a(t) = ∂L/∂y(t) solves
+The forward solve is ``scipy.integrate.odeint`` (LSODA) on NumPy data: nothing is recorded, and
+what the backward keeps is the output itself (the checkpoints), y0, t and args. The reverse mode
+is the adjoint method (Pontryagin; HIPS autograd's ``odeint``, torchdiffeq's ``odeint_adjoint``):
+for outputs y_i = y(t_i) and cotangents ḡ_i, the adjoint a(t) = ∂L/∂y(t) solves
 
     da/dt = -aᵀ ∂f/∂y,            a jumps by ḡ_i at each t_i,
-    ∂L/∂args = ∫ aᵀ ∂f/∂args dt,   ∂L/∂t_i = ḡ_i · f(y_i, t_i) (i ≥ 1),   ∂L/∂t_0 = -a(t_0) · f(y_0, t_0) + ...
+    ∂L/∂args = ∫ aᵀ ∂f/∂args dt,   ∂L/∂t_i = ḡ_i · f(y_i, t_i) (i ≥ 1),   ∂L/∂t_0 = -a(t_0⁺) · f(y_0, t_0),
 
-integrated backwards from t_N to t_0 together with y (restarted at each saved y_i), one ODE solve
-per interval, the products aᵀ ∂f/∂(y, t, args) being ``cr.vjp`` of ``func``. The augmented solve is
-itself an ``odeint`` of a function written with chainrule ops, so it is differentiable again
-(create_graph, grad of grad, hessian). Forward mode (``cr.jvp``, ``jacfwd``) solves the forward
-sensitivity equations dS/dt = ∂f/∂y S + ∂f/∂args ṫ_args with S(t_0) = ẏ_0 - f(y_0, t_0) ṫ_0.
+backwards from t_N to t_0, one LSODA solve per interval. y is never integrated backwards (a
+decaying mode would blow up): per interval it is re-solved forwards from the saved y_{i-1} by
+LSODA (``solve_ivp``'s, dense output) and interpolated; the products aᵀ ∂f/∂(y, args) are VJPs of
+``func``. A backward that is itself differentiated (create_graph, grad of grad, hessian) computes
+the same gradients as Σ_i S_iᵀ ḡ_i from the forward sensitivity system of [y, S = ∂y/∂(y0, args)],
+an ``odeint`` of chainrule ops, so differentiable again. Forward mode (``cr.jvp``, ``jacfwd``)
+solves the forward sensitivity equations dS/dt = ∂f/∂y S + ∂f/∂args ṫ_args with
+S(t_0) = ẏ_0 - f(y_0, t_0) ṫ_0. Under ``cr.vmap`` each example is solved on its own.
 """
 from __future__ import annotations
 
@@ -24,14 +27,14 @@ import scipy.integrate
 from ._backend import np
 from .autograd import engine
 from .autograd.function import Function
-from .errors import DTypeError, GraphError, ShapeError
+from .batched import BatchedTensor
+from .errors import DTypeError, GraphError, ShapeError, VmapError
 from .grad_mode import STATE, enable_grad, no_grad, state_scope
 from .graph import closure_leaves
 from .ops import concatenate, stack
 from .ops._registry import raw
 from .tensor import Tensor, wrap
 from .transforms import jvp as _jvp
-from .transforms import vjp as _vjp
 
 __all__ = ["odeint"]
 
@@ -39,15 +42,23 @@ _SCIPY_OPTIONS = ("Dfun", "col_deriv", "ml", "mu", "tcrit", "h0", "hmax", "hmin"
                   "mxhnil", "mxordn", "mxords", "printmessg")
 
 
+# options that describe the user's system (its Jacobian, its first step): not for derived systems
+_SYSTEM_OPTIONS = ("Dfun", "col_deriv", "ml", "mu", "h0")
+
+
+def _derived(options: dict) -> dict:
+    return {k: v for k, v in options.items() if k not in _SYSTEM_OPTIONS}
+
+
 class _Problem:
     """dy/dt = func(y, t, *args) for y of ``shape``; ``diff`` marks the args that are differentiated
     (passed to odeint's Function), the others are fixed values held here."""
 
-    def __init__(self, name: str, func: Callable, shape: tuple, args: tuple, diff: list,
-                 need_t: bool, rtol: Any, atol: Any, options: dict, check: bool = True) -> None:
+    def __init__(self, name: str, func: Callable, shape: tuple, args: tuple, diff: list, rtol: Any,
+                 atol: Any, options: dict) -> None:
         self.name, self.func, self.shape = name, func, shape
-        self.args, self.diff, self.need_t = args, diff, need_t
-        self.rtol, self.atol, self.options, self.check = rtol, atol, options, check
+        self.args, self.diff = args, diff
+        self.rtol, self.atol, self.options = rtol, atol, options
         self.n = int(np.prod(shape, dtype=np.int64))
         self.info: dict | None = None
 
@@ -62,7 +73,10 @@ class _Problem:
 
         def f(y: np.ndarray, t: float) -> np.ndarray:
             with no_grad():
-                out = np.asarray(raw(self.call(wrap(y.reshape(shape)), float(t), dargs)))
+                out = self.call(wrap(y.reshape(shape)), float(t), dargs)
+                if isinstance(out, Tensor) and out._level:
+                    _batched_closure(self.name)
+                out = np.asarray(raw(out))
             if out.shape != shape:
                 raise ShapeError(f"{self.name}: func(y, t, *args) returned shape {out.shape} for y of "
                                  f"shape {shape}; it must return dy/dt, an array of y's shape")
@@ -72,17 +86,37 @@ class _Problem:
             return out.reshape(n).astype(np.float64, copy=False)
         return f
 
-    def solve(self, y0: np.ndarray, t: np.ndarray, dargs: list, rhs: Callable | None = None) -> np.ndarray:
+    def solve(self, y0: np.ndarray, t: np.ndarray, dargs: list, rhs: Callable | None = None,
+              end: float | None = None, what: str = "") -> np.ndarray:
+        """SciPy's odeint of this problem (or of ``rhs``, a system derived from it, named ``what``:
+        then without the options that describe this one; ``end``: a time not to step past)."""
         f = rhs if rhs is not None else self.rhs(dargs)
+        options, rtol, atol = self.options, self.rtol, self.atol
+        if rhs is not None:      # per-component tolerances are y's: the strictest for every component
+            options, rtol, atol = _derived(options), _strictest(rtol), _strictest(atol)
+        if end is not None:
+            crit = options.get("tcrit")
+            options = dict(options, tcrit=np.r_[np.ravel([] if crit is None else crit), end])
         with warnings.catch_warnings():          # a failure is raised below, with advice
             warnings.simplefilter("ignore", scipy.integrate.ODEintWarning)
-            ys, info = scipy.integrate.odeint(f, np.asarray(y0, np.float64).ravel(), t, rtol=self.rtol,
-                                              atol=self.atol, full_output=True, **self.options)
+            ys, info = scipy.integrate.odeint(f, np.asarray(y0, np.float64).ravel(), t, rtol=rtol,
+                                              atol=atol, full_output=True, **options)
         if info["message"] != "Integration successful.":
-            raise RuntimeError(f"{self.name}: scipy.integrate.odeint failed: {info.get('message')} "
+            raise RuntimeError(f"{self.name}{what}: scipy.integrate.odeint failed: {info.get('message')} "
                                f"(raise mxstep=, loosen rtol/atol, or check func)")
-        self.info = info
+        if rhs is None:
+            self.info = info
         return ys
+
+
+def _strictest(tol: Any) -> Any:
+    return tol if tol is None or np.ndim(tol) == 0 else float(np.min(tol))
+
+
+def _batched_closure(name: str) -> None:
+    raise VmapError(f"{name}: func closes over a tensor batched by cr.vmap, so each example would "
+                    f"need its own func; pass that tensor in args=(...) and take it as "
+                    f"func(y, t, *args): odeint then solves each example separately")
 
 
 def _fixed(v: Any) -> Any:
@@ -117,13 +151,14 @@ class Odeint(Function):
         ys, y0, t, *dargs = ctx.saved_tensors
         need_y0, need_t, *need_args = ctx.needs_input_grad[1:]
         if any(_live(v) for v in (g, y0, t, *dargs)):      # the backward itself is differentiated
-            ys = Odeint.apply(problem, y0, t, *dargs)     # ys as a function of the inputs again
-            gy0, gt, gargs = _adjoint(problem, ys, t, dargs, g, need_t, need_args)
+            gy0, gt, gargs = _adjoint_recorded(problem, y0, t, dargs, g, need_y0, need_t, need_args)
         else:
-            fix = [_fixed(a) for a in dargs]
             with no_grad():
-                gy0, gt, gargs = _adjoint(problem, _fixed(ys), _fixed(t), fix, _fixed(g), need_t,
-                                          need_args)
+                gy0, gt, gargs = _adjoint(problem, raw(ys), np.asarray(raw(t), np.float64),
+                                          [_fixed(a) for a in dargs], np.asarray(raw(g), np.float64),
+                                          need_t, need_args)
+                gy0, gt = wrap(gy0), None if gt is None else wrap(gt)
+                gargs = [None if v is None else wrap(v) for v in gargs]
         return (None, gy0 if need_y0 else None, gt if need_t else None, *gargs)
 
     @staticmethod
@@ -152,71 +187,129 @@ class _Tangent(Function):
                                    [None if a is None else raw(a) for a in rest[k:]]))
 
     @staticmethod
+    def vmap(info: Any, in_dims: tuple, *args: Any) -> tuple:
+        """A batch of tangents (jacfwd): one sensitivity solve each, as a Python loop (no warning:
+        a loop is what this batching is)."""
+        return stack([_Tangent.apply(*[a[k] if d == 0 else a for a, d in zip(args, in_dims)])
+                      for k in range(info.batch_size)]), 0
+
+    @staticmethod
     def backward(ctx: Any, g: Any) -> tuple:
         raise GraphError(f"{ctx.problem.name}: reverse mode through a forward-mode tangent of odeint "
                          f"(grad of jvp, jacrev of jacfwd) is not supported; use jacfwd of jacrev "
                          f"(cr.hessian) or reverse over reverse (grad of grad)")
 
 
-def _adjoint(problem: _Problem, ys: Any, t: Any, dargs: list, g: Any, need_t: bool,
+def _adjoint(problem: _Problem, ys: np.ndarray, t: np.ndarray, dargs: list, g: np.ndarray, need_t: bool,
              need_args: list) -> tuple:
-    """(∂L/∂y0, ∂L/∂t, [∂L/∂arg]) by the backward sweep; chainrule ops throughout, so it records
-    when its inputs require grad (the augmented solves are Odeint nodes again)."""
-    aug = _augmented(problem, need_t)
-    shape = problem.shape
-    a = g[-1]
-    tadj = wrap(np.zeros((), np.float64)) if need_t else None
-    padj = [wrap(np.zeros(np.shape(raw(p)), np.float64)) for p in dargs]
-    tgrads = []
-    for i in range(ys.shape[0] - 1, 0, -1):
-        if need_t:
-            gti = (problem.call(ys[i], t[i], dargs) * g[i]).sum()
-            tgrads.append(gti)
-            tadj = tadj - gti
-        if float(raw(t)[i]) != float(raw(t)[i - 1]):
-            parts = [ys[i].reshape(-1), a.reshape(-1)] + ([tadj.reshape(1)] if need_t else []) + \
-                    [p.reshape(-1) for p in padj]
-            s = Odeint.apply(aug, concatenate(parts), stack([t[i], t[i - 1]]), *dargs)[1]
-            a, k = s[problem.n:2 * problem.n].reshape(shape), 2 * problem.n
-            if need_t:
-                tadj, k = s[k], k + 1
-            new = []
-            for p in padj:
-                new.append(s[k:k + p.size].reshape(p.shape))
-                k += p.size
-            padj = new
-        a = a + g[i - 1]
+    """(∂L/∂y0, ∂L/∂t, [∂L/∂arg]) on ndarrays by the backward sweep. Per interval, y comes from a
+    forward re-solve from the saved y_{i-1} (dense output); only a and the quadratures run backwards."""
+    n, shape = problem.n, problem.shape
+    f = problem.rhs(dargs)
+    live = [i for i, need in enumerate(need_args) if need]
+    sizes = [int(np.size(raw(dargs[i]))) for i in live]
+    a, lam = g[-1].reshape(n).astype(np.float64), np.zeros(sum(sizes))
+    for i in range(len(t) - 1, 0, -1):
+        if t[i] != t[i - 1]:
+            y_at = _trajectory(problem, f, ys[i - 1].reshape(n), t[i - 1], t[i])
+            s = problem.solve(np.concatenate([a, lam]), np.array([t[i], t[i - 1]]), [],
+                              rhs=_adjoint_rhs(problem, y_at, dargs, live), end=t[i - 1], what=" (adjoint)")[-1]
+            a, lam = s[:n], s[n:]
+        a = a + g[i - 1].reshape(n)
     gt = None
-    if need_t:
-        tgrads.append(tadj)
-        gt = stack(tgrads[::-1])
-    gargs = [p.astype(raw(d).dtype) if n else None for p, d, n in zip(padj, dargs, need_args)]
-    return a.astype(raw(ys).dtype), gt, gargs
+    if need_t:      # t_i (i ≥ 1) only says where y is read; t_0 moves the start: -a(t_0⁺) · f(y_0, t_0)
+        fs = [f(ys[i].reshape(n), float(t[i])) for i in range(len(t))]
+        gt = np.array([-(a - g[0].reshape(n)) @ fs[0]] + [g[i].reshape(n) @ fs[i] for i in range(1, len(t))])
+    gargs, k = [None] * len(dargs), 0
+    for i, size in zip(live, sizes):
+        gargs[i] = lam[k:k + size].reshape(np.shape(raw(dargs[i]))).astype(raw(dargs[i]).dtype)
+        k += size
+    return a.reshape(shape), gt, gargs
 
 
-def _augmented(problem: _Problem, need_t: bool) -> _Problem:
-    """The adjoint system on s = [y, a, (t_adj), *args_adj]: ds/dt = [f, -aᵀf_y, (-aᵀf_t), -aᵀf_p]."""
+def _trajectory(problem: _Problem, f: Callable, y: np.ndarray, t0: float, t1: float) -> Callable:
+    """y(τ) on [t0, t1]: LSODA (solve_ivp's, the forward's method) from y(t0), as dense output."""
+    opts = problem.options
+    steps = {k: float(opts[o]) for o, k in (("hmax", "max_step"), ("hmin", "min_step")) if opts.get(o)}
+    rtol = 1.49012e-8 if problem.rtol is None else problem.rtol
+    atol = 1.49012e-8 if problem.atol is None else problem.atol
+    sol = scipy.integrate.solve_ivp(lambda tt, yy: f(yy, tt), (float(t0), float(t1)), y, method="LSODA",
+                                    rtol=rtol, atol=atol, dense_output=True, **steps)
+    if not sol.success:
+        raise RuntimeError(f"{problem.name} (adjoint): re-solving the forward on [{t0}, {t1}] for the "
+                           f"backward failed: {sol.message} (loosen rtol/atol, or check func)")
+    return sol.sol
+
+
+def _adjoint_rhs(problem: _Problem, y_at: Callable, dargs: list, live: list) -> Callable:
+    """d/dτ [a, λ] = [-aᵀ ∂f/∂y, -aᵀ ∂f/∂args] at y = y_at(τ): one VJP of func per evaluation."""
     n, shape = problem.n, problem.shape
 
-    def func(s: Any, tt: Any, *dargs: Any) -> Any:
-        y, a = s[:n].reshape(shape), s[n:2 * n].reshape(shape)
-        vjp = _vjp if any(_live(v) for v in (s, tt, *dargs)) else _plain_vjp
-        if need_t:
-            tt = tt if isinstance(tt, Tensor) else np.asarray(tt, np.float64)
-            out, pull = vjp(lambda y, tt, *ps: problem.call(y, tt, ps), y, tt, *dargs)
-            gy, gt, *gps = pull(-a)
-            extra = [gt.reshape(1)]
-        else:
-            out, pull = vjp(lambda y, *ps: problem.call(y, tt, ps), y, *dargs)
-            gy, *gps = pull(-a)
-            extra = []
-        return concatenate([out.reshape(-1), gy.reshape(-1)] + extra + [gp.reshape(-1) for gp in gps])
+    def call(tau: float) -> Callable:
+        def fn(y: Any, *ps: Any) -> Any:
+            full = list(dargs)
+            for i, p in zip(live, ps):
+                full[i] = p
+            return problem.call(y, tau, full)
+        return fn
 
-    size = 2 * n + (1 if need_t else 0) + sum(int(np.size(raw(a))) for a, d in zip(problem.args, problem.diff)
-                                              if d)
-    return _Problem(f"{problem.name} (adjoint)", func, (size,), (None,) * sum(problem.diff),
-                    [True] * sum(problem.diff), need_t, problem.rtol, problem.atol, problem.options,
-                    check=False)
+    def rhs(s: np.ndarray, tau: float) -> np.ndarray:
+        y = y_at(float(tau)).reshape(shape)
+        _, pull = _plain_vjp(call(float(tau)), y, *[dargs[i] for i in live])
+        return np.concatenate([np.asarray(raw(v), np.float64).reshape(-1)
+                               for v in pull(wrap(-s[:n].reshape(shape)))])
+    return rhs
+
+
+def _adjoint_recorded(problem: _Problem, y0: Any, t: Any, dargs: list, g: Any, need_y0: bool,
+                      need_t: bool, need_args: list) -> tuple:
+    """The same gradients as chainrule ops of the inputs, for a backward that is differentiated
+    again: Σ_i S_iᵀ ḡ_i with S = ∂y/∂(y0, args) from the forward sensitivity system, an odeint of
+    [y, S] (stable wherever the forward is, and differentiable again)."""
+    n, shape = problem.n, problem.shape
+    cols = [(None, j) for j in range(n)] if need_y0 or need_t else []
+    for i, need in enumerate(need_args):
+        if need:
+            cols += [(i, j) for j in range(int(np.size(raw(dargs[i]))))]
+    m = len(cols)
+
+    def func(z: Any, tt: Any, *ps: Any) -> Any:
+        y, S = z[:n].reshape(shape), z[n:].reshape(n, m)
+        fn = lambda y, *ps: problem.call(y, tt, ps)  # noqa: E731
+        out, dz = None, []
+        for c, (i, j) in enumerate(cols):
+            dps = [np.zeros(np.shape(raw(p)), raw(p).dtype) for p in ps]
+            if i is not None:
+                dps[i].reshape(-1)[j] = 1.0
+            out, d = _jvp(fn, (y, *ps), (S[:, c].reshape(shape), *dps))
+            dz.append(d.reshape(-1))
+        if out is None:
+            out = fn(y, *ps)
+        return concatenate([out.reshape(-1)] + ([stack(dz, axis=1).reshape(-1)] if m else []))
+
+    s0 = np.zeros((n, m))
+    if cols and cols[0][0] is None:
+        s0[:, :n] = np.eye(n)
+    sens = _Problem(f"{problem.name} (sensitivities)", func, (n * (1 + m),), (None,) * len(dargs),
+                    [True] * len(dargs), _strictest(problem.rtol), _strictest(problem.atol),
+                    _derived(problem.options))
+    z = Odeint.apply(sens, concatenate([y0.reshape(-1) if isinstance(y0, Tensor) else wrap(np.ravel(y0)),
+                                        wrap(s0.reshape(-1))]), t, *dargs)
+    N = z.shape[0]
+    ys, gm = z[:, :n], g.reshape((N, n))
+    total = (z[:, n:].reshape((N, n, m)) * gm.reshape((N, n, 1))).sum(axis=(0, 1))
+    gy0 = total[:n].reshape(shape) if cols and cols[0][0] is None else None
+    gt = None
+    if need_t:
+        fs = [problem.call(ys[i].reshape(shape), t[i], dargs).reshape(-1) for i in range(N)]
+        gt = stack([-((gy0.reshape(-1) - gm[0]) * fs[0]).sum()] + [(gm[i] * fs[i]).sum() for i in range(1, N)])
+    gargs, k = [None] * len(dargs), n if cols and cols[0][0] is None else 0
+    for i, need in enumerate(need_args):
+        if need:
+            size = int(np.size(raw(dargs[i])))
+            gargs[i] = total[k:k + size].reshape(np.shape(raw(dargs[i]))).astype(raw(dargs[i]).dtype)
+            k += size
+    return gy0, gt, gargs
 
 
 def _plain_vjp(fn: Callable, *primals: Any) -> tuple:
@@ -263,7 +356,7 @@ def _sensitivities(problem: _Problem, ys: np.ndarray, y0: np.ndarray, t: np.ndar
         return np.concatenate([np.asarray(raw(out), np.float64).reshape(-1),
                                np.asarray(raw(tout), np.float64).reshape(-1)])
 
-    sens = problem.solve(np.concatenate([ys[0].reshape(-1), s0]), t, [], rhs=rhs)[:, n:]
+    sens = problem.solve(np.concatenate([ys[0].reshape(-1), s0]), t, [], rhs=rhs, what=" (sensitivities)")[:, n:]
     if tt is not None:
         ttv = np.asarray(tt, np.float64).reshape(-1)
         sens = sens + np.stack([f(ys[i].reshape(-1), float(t[i])) * ttv[i] for i in range(len(t))])
@@ -277,9 +370,10 @@ def odeint(func: Callable, y0: Any, t: Any, args: tuple = (), rtol: Any = None, 
     Same signature and results as SciPy (LSODA; ``rtol``/``atol`` default to SciPy's 1.49012e-8;
     ``Dfun``, ``h0``, ``hmax``, ``mxstep``, ... are passed on); ``func`` is written with chainrule
     ops. Returns the solution at the times ``t`` (monotonic), shape ``(len(t), *y0.shape)`` (a
-    scalar y0 gives ``(len(t), 1)``, as in SciPy), float64. Reverse mode: the adjoint method
-    (memory independent of the number of solver steps); forward mode: sensitivity equations.
-    Tensors that require grad must reach ``func`` through ``args``.
+    scalar y0 gives ``(len(t), 1)``, as in SciPy), float64. Reverse mode: the adjoint method (y
+    re-solved forwards per interval, so stable on stiff systems; memory independent of the number
+    of solver steps); forward mode: sensitivity equations. Tensors that require grad must reach
+    ``func`` through ``args``; under ``cr.vmap`` each example is its own solve.
 
     >>> import chainrule as cr
     >>> k = cr.tensor(0.5, dtype=cr.float64, requires_grad=True)
@@ -290,6 +384,11 @@ def odeint(func: Callable, y0: Any, t: Any, args: tuple = (), rtol: Any = None, 
     name = "odeint"
     if not isinstance(args, tuple):
         args = (args,)
+    if STATE.vmap_levels:
+        level = max((v._level for v in (y0, t, *args) if isinstance(v, Tensor)), default=0)
+        if level:
+            return _per_example(level, func, y0, t, args, dict(rtol=rtol, atol=atol, full_output=full_output,
+                                                               tfirst=tfirst, **options))
     unknown = [k for k in options if k not in _SCIPY_OPTIONS]
     if unknown:
         raise TypeError(f"{name}: unexpected keyword argument(s) {unknown}; scipy.integrate.odeint "
@@ -322,13 +421,26 @@ def odeint(func: Callable, y0: Any, t: Any, args: tuple = (), rtol: Any = None, 
         t = t.astype(np.float64)
     diff = [isinstance(a, Tensor) and a.dtype.kind == "f" for a in args]
     dargs = [a for a, d in zip(args, diff) if d]
-    need_t = isinstance(t, Tensor) and (t.requires_grad or bool(t._tangents))
-    problem = _Problem(name, func, tuple(y0d.shape), tuple(_fixed(a) for a in args), diff, need_t,
-                       rtol, atol, options)
+    problem = _Problem(name, func, tuple(y0d.shape), tuple(_fixed(a) for a in args), diff, rtol, atol,
+                       options)
     if STATE.grad_enabled or STATE.fw_levels:
         _check_closure(problem, y0d, float(td[0]), dargs)
     ys = Odeint.apply(problem, y0, t, *dargs)
     return (ys, problem.info) if full_output else ys
+
+
+def _per_example(level: int, func: Callable, y0: Any, t: Any, args: tuple, kw: dict) -> Any:
+    """odeint inside ``cr.vmap``: one solve per example (each its own adaptive steps, so the results
+    and their derivatives are a Python loop's), stacked into a batch of ``level``."""
+    size = STATE.vmap_levels[level - 1].size
+
+    def pick(v: Any, k: int) -> Any:
+        return v.value[k] if isinstance(v, Tensor) and v._level == level else v
+
+    outs = [odeint(func, pick(y0, k), pick(t, k), tuple(pick(a, k) for a in args), **kw) for k in range(size)]
+    if kw["full_output"]:
+        return BatchedTensor(stack([o[0] for o in outs]), level, size), [o[1] for o in outs]
+    return BatchedTensor(stack(outs), level, size)
 
 
 def _check_closure(problem: _Problem, y0: np.ndarray, t0: float, dargs: list) -> None:
@@ -340,6 +452,8 @@ def _check_closure(problem: _Problem, y0: np.ndarray, t0: float, dargs: list) ->
         out = problem.call(yl, t0, pl)
     if not isinstance(out, Tensor):
         return
+    if out._level:
+        _batched_closure(problem.name)
     hidden = closure_leaves([out], [yl, *pl]) if out.requires_grad else []
     if hidden or (out._tangents and any(lv in STATE.fw_levels for lv in out._tangents)):
         shapes = ", ".join(str(tuple(h.shape)) for h in hidden) or "a tangent"

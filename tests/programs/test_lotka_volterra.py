@@ -6,6 +6,8 @@ import runpy
 
 import numpy as np
 
+import chainrule as cr
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 EXAMPLE = os.path.join(ROOT, "examples", "lotka_volterra.py")
 
@@ -25,3 +27,19 @@ def test_example_recovers_the_parameters(capsys, monkeypatch):
     assert np.all(np.abs(found - true) / true < 0.06)       # recovered within 6% (start was 20% off)
     assert np.all(np.abs(start - true) / true > 0.15)
     assert float(re.search(r"max relative error ([\d.]+)", out).group(1)) < 0.06
+
+
+def test_the_example_gradient_matches_forward_mode_and_differences():
+    """The loss the example minimises (rtol = atol = 1e-6): the adjoint gradient against the forward
+    sensitivities (cr.jacfwd) and central differences, at the start and at the true parameters."""
+    ex = runpy.run_path(EXAMPLE, run_name="lotka_volterra")
+    data = ex["observations"]()
+    loss = ex["loss"]
+    for p in (np.array([0.8, 0.12, 0.06, 1.2]), ex["TRUE"]):
+        x = np.log(p)
+        rev, fwd = cr.grad(loss)(x, data), cr.jacfwd(loss)(x, data)
+        h = 1e-3
+        fd = np.array([(loss(x + h * e, data).item() - loss(x - h * e, data).item()) / (2 * h) for e in np.eye(4)])
+        scale = np.abs(fwd).max()
+        np.testing.assert_allclose(rev, fwd, rtol=2e-5, atol=1e-4 * scale)
+        np.testing.assert_allclose(rev, fd, rtol=1e-4, atol=5e-4 * scale)
