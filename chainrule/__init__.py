@@ -52,8 +52,18 @@ from .autograd.anomaly import AnomalyError, detect_anomaly, set_safe_zero_cotang
 from .autograd.function import Function, FunctionCtx
 from .batched import BatchedTensor
 from .checkpoint import CheckpointPlan, checkpoint, checkpoint_sequential, plan_checkpoints
-from .creation import arange, empty, eye, full, linspace, ones, zeros
-from .errors import ChainruleError, DTypeError, GradcheckError, GraphError, ShapeError, UnsupportedArgument, VmapError
+from .creation import arange, empty, eye, ones, zeros
+from .errors import (
+                      ChainruleError,
+                      ConversionError,
+                      DTypeError,
+                      GradcheckError,
+                      GraphError,
+                      ShapeError,
+                      UnsupportedArgument,
+                      VmapConversionError,
+                      VmapError,
+)
 from .grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from .gradcheck import NonDifferentiablePointError, gradcheck, gradgradcheck
 from .implicit import ConvergenceError, fixed_point, root_solve
@@ -233,11 +243,11 @@ __all__ = [
     "DTypeError", "einsum", "empty", "enable_grad", "equal", "erf", "estimators", "exp", "exp2",
     "expand_dims", "expm1", "eye", "fixed_point", "flatten", "flip", "float16", "float32",
     "float64", "complex64", "complex128", "float8_e4m3fn", "float8_e5m2", "floor", "floor_divide", "fmax", "fmin",
-    "forward_ad", "fp8", "full", "Function", "FunctionCtx", "gelu", "get_default_dtype", "grad",
+    "forward_ad", "fp8", "Function", "FunctionCtx", "gelu", "get_default_dtype", "grad",
     "gradcheck", "GradcheckError", "gradgradcheck", "GradScaler", "GraphError", "greater",
     "greater_equal", "hessian", "hstack", "hvp", "hypot", "inner", "int32", "int64", "inv",
     "is_grad_enabled", "isfinite", "isinf", "isnan", "jacfwd", "Jacobian", "jacobian", "jacrev",
-    "jvp", "less", "less_equal", "linalg", "linspace", "load", "log", "log10", "log1p", "log2",
+    "jvp", "less", "less_equal", "linalg", "load", "log", "log10", "log1p", "log2",
     "log_softmax", "logaddexp", "logical_and", "logical_not", "logical_or", "logsumexp",
     "matmul", "max", "maximum", "mean", "min", "minimum", "mod", "moveaxis", "multiply",
     "negative", "nn", "no_grad", "NonDifferentiablePointError", "nonzero", "norm", "not_equal",
@@ -256,5 +266,6 @@ __all__ = [
 # the rest of NumPy's namespace (chainrule/ops/numpy_*.py list their functions) and cr.special
 globals().update({_name: getattr(ops, _name) for _name in ops.MORE_NAMES})
 __all__ += list(ops.MORE_NAMES) + ["special", "integrate", "stats", "distributed", "UnsupportedArgument",
-                                   "vmap", "VmapError", "BatchedTensor", "func"]
+                                   "vmap", "VmapError", "BatchedTensor", "func", "ConversionError",
+                                   "VmapConversionError"]
 special = ops.special

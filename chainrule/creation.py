@@ -35,7 +35,8 @@ def empty(shape: Any, dtype: Any = None, requires_grad: bool = False) -> Tensor:
 
 
 def full(shape: Any, fill_value: float, dtype: Any = None, requires_grad: bool = False) -> Tensor:
-    """Tensor filled with ``fill_value``."""
+    """Tensor filled with a constant ``fill_value`` (``cr.full`` is ``ops.numpy_arrays.full``: this,
+    and differentiable in a fill value that is a tensor in a graph)."""
     data = np.full(shape, fill_value, dtype=dtype)
     if dtype is None and isinstance(fill_value, float):
         data = data.astype(_dtypes.get_default_dtype())

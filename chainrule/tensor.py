@@ -6,7 +6,7 @@ from typing import Any
 
 from . import _dtypes
 from ._backend import ndarray, np
-from .errors import DTypeError, GraphError, ShapeError
+from .errors import ConversionError, DTypeError, GraphError, ShapeError, VmapError, conversion_source
 from .grad_mode import STATE
 
 
@@ -127,16 +127,21 @@ class Tensor:
         return self.data.item()
 
     def numpy(self) -> ndarray:
-        """Return the underlying ndarray (shared, not copied); refuses tensors that require grad."""
-        if self._requires_grad:
-            raise GraphError("numpy(): this tensor requires grad; call .detach().numpy() "
-                             "(the result will not be tracked)")
+        """Return the underlying ndarray (shared, not copied); refuses a tensor in a graph (one that
+        requires grad or carries a forward-mode tangent), as PyTorch does."""
+        if self._requires_grad or self._tangents is not None:
+            role = graph_role(self)
+            if role:
+                raise ConversionError(f"numpy(): this tensor {role}; call .detach().numpy() (the result "
+                                      f"will not be tracked)")
         return self.data
 
     def tolist(self) -> Any:
         return self.data.tolist()
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> ndarray:
+        if self._requires_grad or self._tangents is not None:      # the plain path: two attribute tests
+            refuse_conversion(self)
         if dtype is not None and dtype != self.data.dtype:
             return self.data.astype(dtype)
         return self.data.copy() if copy else self.data
@@ -155,6 +160,41 @@ class Tensor:
 
     def __hash__(self) -> int:
         return id(self)
+
+    def __format__(self, spec: str) -> str:
+        """``f"{t:.3f}"``: a one-element tensor formats its value (as ``t.item()``; a 0-d one also
+        with an empty spec, as PyTorch and NumPy); any other tensor only with an empty spec (str)."""
+        if self.ndim == 0 or spec and self.size == 1:
+            return format(self.item(), spec)
+        if not spec:
+            return str(self)
+        raise TypeError(f"unsupported format string {spec!r} passed to Tensor.__format__ for a tensor of "
+                        f"shape {self.shape}: only a one-element tensor formats its value; format "
+                        f"t.item() or t.tolist(), or use str(t)")
+
+    # ----- copy, deepcopy, pickle: a leaf's values and requires_grad, as in PyTorch -----
+    def __reduce_ex__(self, protocol: Any) -> tuple:
+        """Pickle (and ``copy.copy``) the values and ``requires_grad``: not ``.grad``, the graph, hooks
+        or the memory a view shares (a non-leaf comes back as a leaf, as in PyTorch)."""
+        if self._level:
+            raise VmapError(f"pickle/copy of a tensor batched by cr.vmap (example shape {self.shape}): its "
+                            f"values differ from example to example; return it from the vmapped "
+                            f"function and pickle the result")
+        return _rebuild, (type(self), self.data, self._requires_grad)
+
+    def __deepcopy__(self, memo: dict) -> Tensor:
+        """A leaf's own copy of the values, ``requires_grad`` and ``.grad``; a non-leaf is refused, as
+        in PyTorch (its copy could not take part in the graph)."""
+        if self.grad_fn is not None:
+            raise GraphError(f"deepcopy: only leaf tensors support the deepcopy protocol (as in PyTorch), but "
+                             f"this tensor of shape {self.shape} was computed by "
+                             f"<{self.grad_fn.name}>; deep-copy t.detach() for its values "
+                             f"(.requires_grad_() makes the copy a new leaf)")
+        fn, (cls, data, requires_grad) = self.__reduce_ex__(4)
+        new = fn(cls, data.copy(), requires_grad)
+        if self.grad is not None:
+            new.grad = self.grad.__deepcopy__(memo)
+        return new
 
     # ----- graph -----
     def detach(self) -> Tensor:
@@ -223,6 +263,32 @@ class Tensor:
     def __pos__(self) -> Tensor:
         return self
 
+NUMPY_CALL = "np.asarray() / np.array() (or a NumPy function that chainrule does not implement)"
+
+
+def graph_role(t: Tensor) -> str:
+    """What makes ``t`` part of a graph, for messages; "" if nothing does (it converts)."""
+    if t._requires_grad:
+        return "requires grad"
+    if t._tangents and any(level in STATE.fw_levels for level in t._tangents):
+        return "carries a forward-mode tangent (inside cr.jvp, cr.jacfwd or a dual_level)"
+    return ""
+
+
+def refuse_conversion(t: Tensor) -> None:
+    """NumPy asks for the values of ``t``: raise if it is part of a graph (the derivative would be
+    dropped silently), naming the library function that asked and chainrule's version of it."""
+    role = graph_role(t)
+    if not role:
+        return
+    caller, ours, constant = conversion_source(t)
+    fix = f"use {ours}, which is differentiable" if ours else ("write it with chainrule ops (cr.stack for a "
+                                                               "list of tensors, cr.special, cr.linalg, ...)")
+    raise ConversionError(f"{caller or NUMPY_CALL} converts a tensor that {role} to a NumPy array, "
+                          f"which would drop its derivative silently: " + (constant or f"{fix}; or pass "
+                          f"t.detach() if you mean the result to be a constant"))
+
+
 def wrap(data: Any) -> Tensor:
     """Wrap an op's raw result as a new tensor without copying (the hot path)."""
     t = _new(Tensor)
@@ -233,6 +299,13 @@ def wrap(data: Any) -> Tensor:
 
 
 _new = object.__new__
+
+
+def _rebuild(cls: type, data: ndarray, requires_grad: bool) -> Tensor:
+    """A leaf of class ``cls`` holding ``data`` (unpickling, copy, deepcopy)."""
+    t = _new(cls)
+    t.data, t.grad_fn, t._requires_grad = data, None, requires_grad
+    return t
 
 
 def tensor(data: Any, dtype: Any = None, requires_grad: bool = False) -> Tensor:
@@ -250,7 +323,10 @@ def tensor(data: Any, dtype: Any = None, requires_grad: bool = False) -> Tensor:
             return data.copy_as_leaf(dtype, requires_grad)
         data = data.data
     python_data = not isinstance(data, (ndarray, np.generic))
-    arr = np.array(data, dtype=dtype, copy=True)
+    try:
+        arr = np.array(data, dtype=dtype, copy=True)
+    except ConversionError:         # tensors in a list: copied by value, out of the graph (as torch.tensor)
+        arr = np.array(_values(data), dtype=dtype, copy=True)
     if arr.dtype.kind in "OUS":
         raise DTypeError(f"tensor: cannot hold {type(data).__name__} data ({arr.dtype}); a tensor "
                          f"holds numbers: pass numbers, (nested) lists of numbers or a numeric array")
@@ -260,3 +336,10 @@ def tensor(data: Any, dtype: Any = None, requires_grad: bool = False) -> Tensor:
     if requires_grad:
         out.requires_grad = True
     return out
+
+
+def _values(data: Any) -> Any:
+    """Nested lists with each (unbatched) Tensor replaced by its ndarray."""
+    if isinstance(data, (list, tuple)):
+        return [_values(d) for d in data]
+    return data.data if isinstance(data, Tensor) and not data._level else data

@@ -153,6 +153,20 @@ def _live_tangents(t: Tensor) -> bool:
     return bool(t._tangents) and any(level in STATE.fw_levels for level in t._tangents)
 
 
+def _needs_graph(t: Any) -> bool:
+    """Does ``t`` or one of its tangents require grad?"""
+    return isinstance(t, Tensor) and (t.requires_grad or any(map(_needs_graph, (t._tangents or {}).values())))
+
+
+def _cut(t: Any) -> Any:
+    """``t`` detached, with its tangents (detached likewise) kept."""
+    if not isinstance(t, Tensor) or not _needs_graph(t):
+        return t
+    tangents, t = t._tangents, t.detach()
+    t._tangents = tangents and {level: _cut(v) for level, v in tangents.items()}
+    return t
+
+
 def _export(value: Any, tensor_out: bool, keep_graph: bool) -> Any:
     """A result for the caller: detached unless an outer graph needs it; NumPy if NumPy came in."""
     if isinstance(value, Tensor):
@@ -277,10 +291,11 @@ class _Pullback:
         self.connected = outer and (any(x.requires_grad for x in self.xs) or self._reaches_outside())
 
     def _reaches_outside(self) -> bool:
-        """Does the outputs' graph reach a leaf that requires grad other than our inputs?"""
+        """Does the outputs' graph reach a leaf that requires grad other than our inputs? (A leaf
+        nobody holds any more, an inner solver's scratch leaf, takes no gradient: it does not count.)"""
         inputs = {physical(x)._edge()[0] for x in self.inputs}
         outs = [physical(o)._edge()[0] for o in self.outs if isinstance(o, Tensor) and o.requires_grad]
-        return any(node.is_accumulator for node in walk(outs, stop=inputs))
+        return any(node.is_accumulator and node.variable() is not None for node in walk(outs, stop=inputs))
 
     def pull(self, cots: list) -> list:
         """Cotangents of the inputs (a list) for ``cots`` (one per output; None for zero)."""
@@ -296,6 +311,9 @@ class _Pullback:
                                            (c.requires_grad or _live_tangents(c)) for _, c in active)
             grads = engine.grad([o for o, _ in active], inputs, [c for _, c in active],
                                 retain_graph=True, create_graph=create, allow_unused=True)
+            if create and not self.connected and not any(_needs_graph(c) for _, c in active):
+                # recorded only so that the cotangents' tangents flow: the graph ends at our own leaves
+                grads = [_cut(g) for g in grads]
             if STATE.vmap_levels:
                 grads = [lift_result(g, levels_of(x)) for g, x in zip(grads, self.inputs)]
         return [g if g is not None else _zeros(x) for g, x in zip(grads, self.xs)]

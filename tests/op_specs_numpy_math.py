@@ -27,7 +27,8 @@ _NARROW = (-0.3, 0.3)
 
 # ----- the same functions in torch -----
 def _t_heaviside(t: Any, x: Any, y: Any) -> Any:
-    return t.heaviside(x.detach(), y.detach()) + 0 * (x + y)      # no derivative in torch: ours is 0
+    # no derivative in torch: ours is 0 in x, and 1 in y where x == 0 (the value is y there)
+    return t.heaviside(x.detach(), y.detach()) + 0 * x + (x.detach() == 0) * (y - y.detach())
 
 
 def _t_nextafter(t: Any, x: Any, y: Any) -> Any:

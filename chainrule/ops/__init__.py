@@ -7,18 +7,18 @@ import types
 from typing import Any
 
 from .._backend import np
-from ..errors import UnsupportedArgument
-from ..grad_mode import STATE
+from ..errors import UnsupportedArgument, VmapError
+from ..grad_mode import STATE, no_grad
 from ..graph import rebase
-from ..tensor import Tensor
+from ..tensor import Tensor, graph_role
 from . import _methods, decompositions, fft, linalg_more, numpy_arrays, numpy_math, numpy_stats, special, spectral
-from ._methods import _operand
+from ._methods import _operand, _write_batched
 from ._methods import after_write as after_write  # (these three: for cr.Function.mark_dirty)
 from ._methods import check_in_place as check_in_place
 from ._methods import fresh as fresh
 
 # the extension API's old home (its home is chainrule.extend): kept importable
-from ._registry import PRIMITIVES, Primitive, apply, defprim, linear_jvps, raw, unary  # noqa: F401
+from ._registry import PRIMITIVES, Primitive, apply, constant_arg, defprim, linear_jvps, raw, unary  # noqa: F401
 from ._registry import complex_error as complex_error  # (for forward mode)
 from .elementwise import (
     abs,
@@ -228,9 +228,34 @@ _FUNCTIONS.update({getattr(np.linalg, name): getattr(linalg, name)
 
 
 _FUNCTIONS.update({getattr(np.fft, name): getattr(fft, name) for name in fft.NAMES})
+
+
+def _running_extreme(x: Any, axis: int, larger: bool) -> Any:
+    """``np.maximum.accumulate`` (``larger``) or ``np.minimum.accumulate`` along ``axis``: ``x`` gathered
+    at the position where the running extreme was reached, so the gradient flows there alone. As
+    torch.cummax/cummin, a tie or a NaN moves that position to the later element. The positions
+    come from a scan of log2(n) elementwise steps (so it batches inside cr.vmap)."""
+    x = moveaxis(x, axis, -1)
+    shape = x.shape
+    n = shape[-1] if shape else 1
+    position: Any = np.broadcast_to(np.arange(n), shape)
+    with no_grad():
+        best, step = x, 1
+        while step < n:                # each element combined with the one `step` before (Hillis-Steele)
+            before, here = best[..., :-step], best[..., step:]
+            beats = before > here if larger else before < here
+            keep = logical_and(logical_not(isnan(here)), logical_or(isnan(before), beats))
+            best = concatenate([best[..., :step], where(keep, before, here)], axis=-1)
+            position = concatenate([position[..., :step], where(keep, position[..., :-step],
+                                                                position[..., step:])], axis=-1)
+            step *= 2
+    return moveaxis(take_along_axis(x, position, -1), -1, axis)
+
+
 # the ufuncs whose reduce/accumulate/reduceat methods have chainrule versions
-_REDUCERS = {np.add: (sum, cumsum), np.multiply: (prod, cumprod), np.maximum: (amax, None),
-             np.minimum: (amin, None)}
+_REDUCERS = {np.add: (sum, cumsum), np.multiply: (prod, cumprod),
+             np.maximum: (amax, lambda x, axis: _running_extreme(x, axis, True)),
+             np.minimum: (amin, lambda x, axis: _running_extreme(x, axis, False))}
 
 
 # the rest of NumPy's namespace (and scipy.special's ufuncs): each module lists its functions
@@ -283,8 +308,9 @@ def numpy_class(func: Any) -> str:
 
 
 def _requires_grad(value: Any) -> bool:
+    """Is ``value`` (or a tensor in it) part of a graph: requires grad or carries a live tangent?"""
     if isinstance(value, Tensor):
-        return value.requires_grad
+        return value.requires_grad or value._tangents is not None and bool(graph_role(value))
     if isinstance(value, (list, tuple)):
         return builtins.any(_requires_grad(v) for v in value)
     if isinstance(value, dict):
@@ -304,14 +330,75 @@ def _data(value: Any) -> Any:
 
 
 def _fallback(name: str, cls: str, call: Any, args: tuple, kwargs: dict | None = None) -> Any:
-    """No chainrule version: NumPy on the data. For math (class 'a') only when no input requires
-    grad (the result would carry no gradient); for (b) and (c) always, as their results have none."""
+    """No chainrule version: NumPy on the data. An input in a graph (it requires grad while grad
+    mode is on, is dual or is batched by cr.vmap) is never cut off silently: refused, by name, by
+    math (class 'a'), wherever NumPy's result holds floats (histogram2d's weights, ...) and where
+    NumPy reads a batched tensor's values; (b) and (c) functions take it where their results are
+    integers, booleans or not arrays (no derivative: np.argwhere, np.result_type)."""
     kwargs = kwargs or {}
-    if cls == "a" and STATE.grad_enabled and (_requires_grad(args) or _requires_grad(kwargs)):
-        raise UnsupportedArgument(f"{name} has no differentiable chainrule version and an input requires grad; "
-                                  f"use the cr.* op, or call it on .detach().numpy() if you do not need its "
-                                  f"gradient")
-    return call(*_data(args), **_data(kwargs))
+    if not (_in_graph(args) or _in_graph(kwargs)):
+        return call(*_data(args), **_data(kwargs))
+    graph = _graph_arguments(call, args, kwargs) or _graph_arguments(None, args, kwargs)   # (by position)
+    arg, t = next(((a, v) for a, v in graph if not v._level), graph[0])
+    if cls == "a" and not t._level:
+        raise UnsupportedArgument(f"{name} has no differentiable chainrule version and its argument {arg} "
+                                  f"{graph_role(t)}; use the cr.* op, or call it on .detach().numpy() if you "
+                                  f"do not need its gradient")
+    try:
+        result = call(*_data(args), **_data(kwargs))
+    except VmapError:                            # NumPy read the values of a batched tensor (not its dtype)
+        arg, t = next(((a, v) for a, v in graph if v._level), (arg, t))
+        constant_arg(t, name, arg)
+        raise
+    if name not in _VALUE_FREE and _floating(result):
+        constant_arg(t, name, arg)
+    return result
+
+
+_VALUE_FREE = frozenset({"numpy.empty_like"})      # float results that do not read the input's values
+
+
+def _in_graph(value: Any) -> bool:
+    """Is ``value`` (or a tensor in it) part of a graph: requires grad (with grad mode on), carries a
+    live forward-mode tangent, or is batched by cr.vmap?"""
+    if isinstance(value, Tensor):
+        return bool(value._level or value._requires_grad and STATE.grad_enabled or value._tangents and
+                    builtins.any(level in STATE.fw_levels for level in value._tangents))
+    if isinstance(value, (list, tuple)):
+        return builtins.any(_in_graph(v) for v in value)
+    if isinstance(value, dict):
+        return builtins.any(_in_graph(v) for v in value.values())
+    return False
+
+
+def _graph_arguments(call: Any, args: tuple, kwargs: dict) -> list:
+    """``[(name, tensor)]`` of the tensors in a graph among the arguments: NumPy's parameter names,
+    with an index or key inside a list, tuple or dict (``sample[1]``)."""
+    try:
+        sig = inspect.signature(call)
+        bound = sig.bind(*args, **kwargs).arguments
+        named = [kv for k, v in bound.items() for kv in
+                 (v.items() if sig.parameters[k].kind is _KINDS.VAR_KEYWORD else [(k, v)])]
+    except (TypeError, ValueError):             # a builtin without a signature, or arguments NumPy refuses
+        named = [(f"argument {i}", v) for i, v in enumerate(args)] + list(kwargs.items())
+    found: list = []
+    stack = list(reversed(named))
+    while stack:
+        where, value = stack.pop()
+        if isinstance(value, Tensor):
+            if _in_graph(value):
+                found.append((where, value))
+        elif isinstance(value, (list, tuple, dict)):
+            items = value.items() if isinstance(value, dict) else enumerate(value)
+            stack.extend(reversed([(f"{where}[{k!r}]", v) for k, v in items]))
+    return found
+
+
+def _floating(result: Any) -> bool:
+    """Does ``result`` hold floating-point (or complex) arrays or numbers?"""
+    if isinstance(result, (list, tuple)):
+        return builtins.any(_floating(r) for r in result)
+    return isinstance(result, (np.ndarray, np.generic)) and result.dtype.kind in "fc"
 
 
 # ----- np.<function>(tensor): NumPy's arguments bound by name onto the chainrule function -----
@@ -511,11 +598,10 @@ def _reduce_method(name: str, ufunc: Any, fn: Any, inputs: tuple, kwargs: dict) 
 
 
 def _accumulate_method(name: str, ufunc: Any, fn: Any, inputs: tuple, kwargs: dict) -> Any:
-    """``np.add.accumulate(t, axis=0)``: cumsum; ``np.multiply.accumulate``: cumprod."""
+    """``np.add.accumulate(t, axis=0)``: cumsum; ``np.multiply.accumulate``: cumprod; maximum and
+    minimum: the running extreme (torch's cummax/cummin)."""
     kw = _method_keywords(name, kwargs, ("axis", "dtype"))
     accumulate = _REDUCERS[ufunc][1]
-    if accumulate is None:
-        return _no_method(name, ufunc, "accumulate")
     (x,) = inputs
     if kw.get("dtype") is not None:
         x = astype(x, kw["dtype"])
@@ -555,10 +641,32 @@ def _outer_method(name: str, ufunc: Any, fn: Any, inputs: tuple, kwargs: dict) -
     return fn(reshape(a, np.shape(raw(a)) + (1,) * extra) if extra else a, b)
 
 
+# the ufuncs whose ``at`` takes repeated indices in any order (commutative and associative): the
+# reduction that combines one element with all the values aimed at it, and that reduction's identity
+_AT_REDUCERS = {np.multiply: (prod, lambda dtype: 1), np.maximum: (amax, lambda dtype: _extreme(dtype, -1)),
+                np.minimum: (amin, lambda dtype: _extreme(dtype, 1))}
+
+
+def _extreme(dtype: Any, sign: int) -> Any:
+    if dtype.kind in "fc":
+        return sign * np.inf
+    if dtype.kind == "b":
+        return sign > 0
+    info = np.iinfo(dtype)
+    return info.max if sign > 0 else info.min
+
+
+def _batched(value: Any) -> bool:
+    return isinstance(value, Tensor) and bool(value._level)
+
+
 def _at_method(name: str, ufunc: Any, fn: Any, inputs: tuple, kwargs: dict) -> None:
     """``np.add.at(t, indices, v)``: in place on ``t``, unbuffered (repeated indices accumulate), and
     differentiable as an index-add (``t.__setitem__``'s machinery: t takes the new value's history;
-    a leaf that requires grad is refused as by any in-place op). Other ufuncs need distinct indices."""
+    a leaf that requires grad is refused as by any in-place op). Repeated indices also for multiply,
+    maximum and minimum (each element reduced with all the values aimed at it: prod, amax, amin, so
+    ties share the gradient evenly, as torch's scatter_reduce); other ufuncs need distinct indices.
+    Inside cr.vmap the target, the indices and the values may be batched."""
     _method_keywords(name, kwargs, ())
     a, indices, *rest = inputs
     if not isinstance(a, Tensor):                   # an ndarray target cannot record a gradient
@@ -566,28 +674,73 @@ def _at_method(name: str, ufunc: Any, fn: Any, inputs: tuple, kwargs: dict) -> N
             raise UnsupportedArgument(f"{name}: the target is a NumPy array, which cannot hold the gradient "
                                       f"of a value that requires grad; make the target a Tensor")
         return ufunc.at(a, _data(indices), *_data(rest))
-    index = _data(indices)
+    parts = indices if isinstance(indices, tuple) else (indices,)
+    index = tuple(i if _batched(i) else _data(i) for i in parts)
+    index = index if isinstance(indices, tuple) else index[0]
+    dynamic = builtins.any(_batched(i) for i in parts)     # the indices differ from example to example
     value = rest[0] if rest else None
     operand = _operand(a, name, value)
-    dtype = a.dtype
-    if ufunc in (np.add, np.subtract):
-        picked = np.empty(a.shape, dtype=bool)[_normalize_index(index, a.shape)].shape
-        v = value if ufunc is np.add else negative(value)
-        v = astype(broadcast_to(v, picked), dtype) if isinstance(v, Tensor) else np.broadcast_to(
-            np.asarray(v, dtype=dtype), picked)
-        new = add(operand, scatter_add(v, index, a.shape))
-    else:
-        hits = np.zeros(a.shape, dtype=np.intp)
-        np.add.at(hits, _normalize_index(index, a.shape), 1)
-        if (hits > 1).any():
-            raise UnsupportedArgument(f"{name} on a Tensor: repeated indices are supported for add.at and "
-                                      f"subtract.at only (for {ufunc.__name__} the result depends on the order)")
-        picked = copy(getitem(operand, index))
-        new = index_put(operand, index, astype(fn(picked, *rest), dtype))
+    new = _at_result(name, ufunc, fn, operand, index, dynamic, value)
+    if a._level or _batched(value) or dynamic:
+        _write_batched(a, new, name)
+        return None
     rebase(a._assign(new, name), new)
     if a._family is not None:
         after_write(a)
     return None
+
+
+def _at_result(name: str, ufunc: Any, fn: Any, a: Any, index: Any, dynamic: bool, value: Any) -> Any:
+    """The value ``a`` has after ``ufunc.at(a, index, value)``, computed out of place."""
+    shape, dtype = a.shape, a.dtype
+    picked = getitem(a, index).shape if dynamic else np.empty(shape, dtype=bool)[_normalize_index(index, shape)].shape
+    if ufunc in (np.add, np.subtract):
+        v = value if ufunc is np.add else negative(value)
+        v = astype(broadcast_to(v, picked), dtype) if isinstance(v, Tensor) else np.broadcast_to(
+            np.asarray(v, dtype=dtype), picked)
+        return add(a, scatter_add(v, index, shape))
+    if ufunc in _AT_REDUCERS:
+        reducer, identity = _AT_REDUCERS[ufunc]
+        v = astype(value, dtype) if isinstance(value, Tensor) else np.asarray(value, dtype=dtype)
+        v = ravel(broadcast_to(v, picked))
+        flat = ravel(a)
+        grid = np.arange(a.size).reshape(shape)
+        if dynamic:
+            # which element each value reaches differs between examples: one column per value
+            # (a.size x len(v) memory), the value where it lands and the identity elsewhere
+            hit = equal(reshape(ravel(getitem(grid, index)), (1, -1)), grid.reshape(-1, 1))
+            table = where(hit, reshape(v, (1, -1)), np.asarray(identity(dtype), dtype=dtype))
+            return reshape(reducer(concatenate([reshape(flat, (-1, 1)), table], axis=1), axis=1), shape)
+        return reshape(_reduce_at(flat, grid[_normalize_index(index, shape)].ravel(), v, reducer), shape)
+    if dynamic:
+        raise UnsupportedArgument(f"{name} inside cr.vmap with indices that differ between examples: chainrule "
+                                  f"supports it for add, subtract, multiply, maximum and minimum; loop over "
+                                  f"the examples, or index with the same indices for all of them")
+    hits = np.zeros(shape, dtype=np.intp)
+    np.add.at(hits, _normalize_index(index, shape), 1)
+    if (hits > 1).any():
+        raise UnsupportedArgument(f"{name} on a Tensor: repeated indices are supported for add, subtract, "
+                                  f"multiply, maximum and minimum (where the order of the updates does not "
+                                  f"matter); for {ufunc.__name__} make the indices distinct")
+    picked_values = copy(getitem(a, index))
+    return index_put(a, index, astype(fn(picked_values, *([] if value is None else [value])), dtype))
+
+
+def _reduce_at(flat: Any, positions: Any, v: Any, reducer: Any) -> Any:
+    """``flat`` with each position reduced together with the values ``v[j]`` aimed at it
+    (``positions[j]``): one (elements x (1 + k)) table per multiplicity k, so the work is linear."""
+    order = np.argsort(positions, kind="stable")
+    targets, first, counts = np.unique(positions[order], return_index=True, return_counts=True)
+    where_to, results = [], []
+    for k in np.unique(counts):
+        chosen = counts == k
+        columns = order[first[chosen][:, None] + np.arange(k)]          # the values of each target
+        table = concatenate([reshape(getitem(flat, targets[chosen]), (-1, 1)), getitem(v, columns)], axis=1)
+        where_to.append(targets[chosen])
+        results.append(reducer(table, axis=1))
+    if not results:
+        return flat
+    return index_put(flat, np.concatenate(where_to), concatenate(results, axis=0))
 
 
 _METHODS = {"reduce": _reduce_method, "accumulate": _accumulate_method, "reduceat": _reduceat_method,

@@ -22,10 +22,19 @@ from typing import Any, Callable, Sequence
 from .._backend import ndarray, np
 from .._dtypes import LOW_PRECISION, default_for, is_floating
 from ..batched import BatchedTensor
-from ..errors import DTypeError, ShapeError, VmapError, describe
+from ..errors import (
+    ConversionError,
+    DTypeError,
+    LinAlgError,
+    ShapeError,
+    VmapConversionError,
+    VmapError,
+    describe,
+    linalg_error,
+)
 from ..grad_mode import STATE
 from ..graph import Node
-from ..tensor import Tensor, _new
+from ..tensor import Tensor, _new, graph_role
 
 VjpRule = Callable[..., Any]
 JvpRule = Callable[..., Any]
@@ -513,10 +522,33 @@ def raw(x: Any) -> Any:
     return x.data if isinstance(x, Tensor) else x
 
 
+def in_graph(x: Any) -> bool:
+    """Whether ``x`` is a tensor whose derivative must not be dropped: it requires grad, carries a
+    live forward-mode tangent or is batched by cr.vmap (plain tensors, arrays, numbers: False)."""
+    return isinstance(x, Tensor) and bool(x._level or graph_role(x))
+
+
+def constant_arg(x: Any, op: str, arg: str) -> Any:
+    """``raw(x)`` of an argument that ``op`` takes as a constant (its derivative there is not
+    implemented): a tensor in a graph is refused with an error naming the op and the argument,
+    never cut off silently (a zero gradient)."""
+    if not in_graph(x):
+        return raw(x)
+    if x._level:
+        raise VmapConversionError(f"{op}(): {arg} is batched by cr.vmap, but {op} takes {arg} as one "
+                                  f"constant for every example; pass an unbatched {arg}, or call {op} "
+                                  f"per example")
+    raise ConversionError(f"{op}(): {arg} {graph_role(x)}, but {op}'s derivative in {arg} is not "
+                          f"implemented (chainrule takes {arg} as a constant); pass {arg}.detach() if a "
+                          f"constant is meant")
+
+
 def forward_error(prim: Primitive, xs: tuple, e: Exception) -> Exception:
     """A forward-time error that names the op, the shapes/dtypes and (if known) the fix."""
-    if isinstance(e, ShapeError):
+    if isinstance(e, (ShapeError, LinAlgError)):
         return e
+    if isinstance(e, np.linalg.LinAlgError) or "infs or NaNs" in str(e):    # (SciPy's check_finite)
+        return linalg_error(prim.name, xs, e)
     hint = f" {prim.hint}" if prim.hint else ""
     low = sorted({str(x.dtype) for x in xs if getattr(x, "dtype", None) in LOW_PRECISION})
     if low and isinstance(e, TypeError):

@@ -17,7 +17,7 @@ import math
 from typing import Any, Sequence
 
 from .._backend import np
-from .._dtypes import default_for
+from .._dtypes import LOW_PRECISION, default_for, float32
 from ..errors import DTypeError, ShapeError
 from ..tensor import Tensor, tensor
 from ._batching import batch_axes, set_batch
@@ -29,8 +29,14 @@ _NORMS = ("backward", "ortho", "forward")
 _SWAPPED = {"backward": "forward", "ortho": "ortho", "forward": "backward"}
 
 
+def _kernel_dtype(x: Any) -> Any:
+    """16- and 8-bit floats as float32: NumPy's FFT lacks their norm loops (bfloat16 has no
+    ``reciprocal``/``sqrt``), and its result for float16 is complex64 anyway."""
+    return x.astype(float32) if getattr(x, "dtype", None) in LOW_PRECISION else x
+
+
 def _fftn_forward(x: Any, axes: tuple, norm: str, inverse: bool) -> Any:
-    return (np.fft.ifftn if inverse else np.fft.fftn)(x, axes=axes, norm=norm)
+    return (np.fft.ifftn if inverse else np.fft.fftn)(_kernel_dtype(x), axes=axes, norm=norm)
 
 
 def _fftn_flops(out: Any, x: Any, axes: tuple, norm: str, inverse: bool) -> int:
@@ -43,11 +49,11 @@ FFTN = defprim("fftn", _fftn_forward, vjps=(lambda g, out, x, **p: apply(FFTN, (
 
 
 def _rfftn_forward(x: Any, axes: tuple, norm: str) -> Any:
-    return np.fft.rfftn(x, axes=axes, norm=norm)
+    return np.fft.rfftn(_kernel_dtype(x), axes=axes, norm=norm)
 
 
 def _irfftn_forward(x: Any, s: tuple, axes: tuple, norm: str) -> Any:
-    return np.fft.irfftn(x, s=s, axes=axes, norm=norm)
+    return np.fft.irfftn(_kernel_dtype(x), s=s, axes=axes, norm=norm)
 
 
 def _interior(m: int, n: int, axis: int, ndim: int, scale: float) -> Any:
@@ -93,9 +99,12 @@ def _norm(norm: str | None, op: str) -> str:
     return norm
 
 
+_ONE_D = frozenset({"fft", "ifft", "rfft", "irfft", "hfft", "ihfft"})
+
+
 def _axes_and_sizes(x: Any, s: Any, axes: Any, op: str) -> tuple[tuple, tuple]:
     """NumPy's rule: ``axes`` default to the last len(s) axes (all axes without s), sizes to the
-    input's."""
+    input's; in the n-D functions (NumPy 2) an entry -1 of ``s`` keeps that axis' size."""
     shape = np.shape(raw(x))
     if axes is None:
         axes = tuple(range(len(shape))) if s is None else tuple(range(-len(s), 0))
@@ -105,6 +114,8 @@ def _axes_and_sizes(x: Any, s: Any, axes: Any, op: str) -> tuple[tuple, tuple]:
     s = tuple(int(n) for n in s)
     if len(s) != len(axes):
         raise ShapeError(f"{op}: s {s} and axes {axes} must have the same length")
+    if op not in _ONE_D:
+        s = tuple(shape[a] if n == -1 else n for n, a in zip(s, axes))
     if any(n < 1 for n in s):
         raise ShapeError(f"{op}: invalid number of data points {s}; each must be at least 1")
     return axes, s
@@ -123,14 +134,30 @@ def _fit(x: Any, axes: tuple, sizes: tuple) -> Any:
     return x
 
 
+def _complex(x: Any, axes: tuple, sizes: tuple, norm: str, inverse: bool) -> Any:
+    """The complex transforms along ``axes`` (sizes ``sizes``), taken in that order. Distinct axes
+    commute: one primitive (its axes reversed, as NumPy's fftn takes the last first: the same
+    rounding). A repeated axis is transformed again at each repetition, as NumPy's 1-D transforms
+    one after another (each crops or pads to its own size)."""
+    if len(set(axes)) == len(axes):
+        return apply(FFTN, (_fit(x, axes, sizes),), {"axes": axes[::-1], "norm": norm, "inverse": inverse})
+    for a, n in zip(axes, sizes):
+        x = apply(FFTN, (_fit(x, (a,), (n,)),), {"axes": (a,), "norm": norm, "inverse": inverse})
+    return x
+
+
 def _transform(x: Any, s: Any, axes: Any, norm: Any, inverse: bool, op: str) -> Any:
     axes, sizes = _axes_and_sizes(x, s, axes, op)
-    return apply(FFTN, (_fit(x, axes, sizes),), {"axes": axes, "norm": _norm(norm, op), "inverse": inverse})
+    return _complex(x, axes[::-1], sizes[::-1], _norm(norm, op), inverse)     # NumPy: the last axis first
+
+
+def _n(n: int | None) -> tuple | None:
+    return None if n is None else (n,)
 
 
 def fftn(x: Any, s: Sequence[int] | None = None, axes: Sequence[int] | None = None,
          norm: str | None = None) -> Any:
-    """N-D discrete Fourier transform (``numpy.fft.fftn``).
+    """N-D discrete Fourier transform (``numpy.fft.fftn``; a repeated axis transforms again).
 
     >>> import chainrule as cr
     >>> cr.fft.fftn(cr.tensor([[1.0, 0.0], [0.0, 0.0]]))
@@ -153,12 +180,12 @@ def fft(x: Any, n: int | None = None, axis: int = -1, norm: str | None = None) -
     >>> cr.fft.fft(cr.tensor([1.0, 2.0, 3.0, 4.0]))
     tensor([10.+0.j, -2.+2.j, -2.+0.j, -2.-2.j])
     """
-    return _transform(x, None if n is None else (n,), (axis,), norm, False, "fft")
+    return _transform(x, _n(n), (axis,), norm, False, "fft")
 
 
 def ifft(x: Any, n: int | None = None, axis: int = -1, norm: str | None = None) -> Any:
     """1-D inverse discrete Fourier transform (``numpy.fft.ifft``)."""
-    return _transform(x, None if n is None else (n,), (axis,), norm, True, "ifft")
+    return _transform(x, _n(n), (axis,), norm, True, "ifft")
 
 
 def fft2(x: Any, s: Sequence[int] | None = None, axes: Sequence[int] = (-2, -1), norm: str | None = None) -> Any:
@@ -179,11 +206,21 @@ def _real_input(x: Any, op: str) -> Any:
     return x
 
 
+def _rfftn(x: Any, s: Any, axes: Any, norm: Any, op: str) -> Any:
+    """NumPy's rfftn: the real transform along the last axis, then the complex ones along the
+    others, last first (one primitive when no axis repeats)."""
+    axes, sizes = _axes_and_sizes(_real_input(x, op), s, axes, op)
+    norm = _norm(norm, op)
+    if len(set(axes)) == len(axes):
+        return apply(RFFTN, (_fit(x, axes, sizes),), {"axes": axes, "norm": norm})
+    x = apply(RFFTN, (_fit(x, axes[-1:], sizes[-1:]),), {"axes": axes[-1:], "norm": norm})
+    return _complex(x, axes[-2::-1], sizes[-2::-1], norm, False)
+
+
 def rfftn(x: Any, s: Sequence[int] | None = None, axes: Sequence[int] | None = None,
           norm: str | None = None) -> Any:
     """N-D transform of real data, the last axis halved (``numpy.fft.rfftn``)."""
-    axes, sizes = _axes_and_sizes(_real_input(x, "rfftn"), s, axes, "rfftn")
-    return apply(RFFTN, (_fit(x, axes, sizes),), {"axes": axes, "norm": _norm(norm, "rfftn")})
+    return _rfftn(x, s, axes, norm, "rfftn")
 
 
 def rfft(x: Any, n: int | None = None, axis: int = -1, norm: str | None = None) -> Any:
@@ -193,27 +230,37 @@ def rfft(x: Any, n: int | None = None, axis: int = -1, norm: str | None = None) 
     >>> cr.fft.rfft(cr.tensor([1.0, 2.0, 3.0, 4.0]))
     tensor([10.+0.j, -2.+2.j, -2.+0.j])
     """
-    return rfftn(x, None if n is None else (n,), (axis,), norm)
+    return _rfftn(x, _n(n), (axis,), norm, "rfft")
 
 
 def rfft2(x: Any, s: Sequence[int] | None = None, axes: Sequence[int] = (-2, -1), norm: str | None = None) -> Any:
     """2-D transform of real data (``numpy.fft.rfft2``)."""
-    return rfftn(x, s, axes, norm)
+    return _rfftn(x, s, axes, norm, "rfft2")
+
+
+def _irfftn(x: Any, s: Any, axes: Any, norm: Any, op: str) -> Any:
+    """NumPy's irfftn: the complex inverse transforms along all axes but the last, in order, then
+    the real one along the last (one primitive when no axis repeats)."""
+    shape = np.shape(raw(x))
+    axes, sizes = _axes_and_sizes(x, s, axes, op)
+    norm = _norm(norm, op)
+    if s is None:
+        sizes = sizes[:-1] + (2 * (shape[axes[-1]] - 1),)
+        if sizes[-1] < 1:
+            raise ShapeError(f"{op}: invalid number of data points {sizes[-1]} along axis {axes[-1]}; "
+                             f"pass n (or s)")
+    if len(set(axes)) != len(axes):
+        x = _complex(x, axes[:-1], sizes[:-1], norm, True)
+        axes, sizes = axes[-1:], sizes[-1:]
+    x = _fit(x, axes, sizes[:-1] + (sizes[-1] // 2 + 1,))
+    return apply(IRFFTN, (x,), {"s": sizes, "axes": axes, "norm": norm})
 
 
 def irfftn(x: Any, s: Sequence[int] | None = None, axes: Sequence[int] | None = None,
            norm: str | None = None) -> Any:
     """Inverse of ``rfftn``: a real result (``numpy.fft.irfftn``); the half spectrum is extended by
     Hermitian symmetry along the last axis (the imaginary parts of its 0 and n/2 terms are dropped)."""
-    shape = np.shape(raw(x))
-    axes, sizes = _axes_and_sizes(x, s, axes, "irfftn")
-    if s is None:
-        sizes = sizes[:-1] + (2 * (shape[axes[-1]] - 1),)
-        if sizes[-1] < 1:
-            raise ShapeError(f"irfftn: invalid number of data points {sizes[-1]} along axis {axes[-1]}; "
-                             f"pass n (or s)")
-    x = _fit(x, axes, sizes[:-1] + (sizes[-1] // 2 + 1,))
-    return apply(IRFFTN, (x,), {"s": sizes, "axes": axes, "norm": _norm(norm, "irfftn")})
+    return _irfftn(x, s, axes, norm, "irfftn")
 
 
 def irfft(x: Any, n: int | None = None, axis: int = -1, norm: str | None = None) -> Any:
@@ -223,22 +270,22 @@ def irfft(x: Any, n: int | None = None, axis: int = -1, norm: str | None = None)
     >>> cr.fft.irfft(cr.fft.rfft(cr.tensor([1.0, 2.0, 3.0, 4.0])))
     tensor([1., 2., 3., 4.])
     """
-    return irfftn(x, None if n is None else (n,), (axis,), norm)
+    return _irfftn(x, _n(n), (axis,), norm, "irfft")
 
 
 def irfft2(x: Any, s: Sequence[int] | None = None, axes: Sequence[int] = (-2, -1), norm: str | None = None) -> Any:
     """Inverse of ``rfft2`` (``numpy.fft.irfft2``)."""
-    return irfftn(x, s, axes, norm)
+    return _irfftn(x, s, axes, norm, "irfft2")
 
 
 def hfft(x: Any, n: int | None = None, axis: int = -1, norm: str | None = None) -> Any:
     """Transform of a Hermitian-symmetric signal given by its first half: real (``numpy.fft.hfft``)."""
-    return irfft(conj(x), n, axis, _SWAPPED[_norm(norm, "hfft")])
+    return _irfftn(conj(x), _n(n), (axis,), _SWAPPED[_norm(norm, "hfft")], "hfft")
 
 
 def ihfft(x: Any, n: int | None = None, axis: int = -1, norm: str | None = None) -> Any:
     """Inverse of ``hfft`` (``numpy.fft.ihfft``): the half spectrum of real data."""
-    return conj(rfft(x, n, axis, _SWAPPED[_norm(norm, "ihfft")]))
+    return conj(_rfftn(x, _n(n), (axis,), _SWAPPED[_norm(norm, "ihfft")], "ihfft"))
 
 
 def fftshift(x: Any, axes: Any = None) -> Any:

@@ -22,9 +22,11 @@ from typing import Any, Callable, NamedTuple, Sequence
 from .._backend import ndarray, np
 from .._dtypes import is_floating
 from ..batched import batched_like, is_batched, whole_batch
-from ..errors import DTypeError, GraphError, ShapeError, VmapError
-from ..tensor import Tensor
+from ..creation import full as _creation_full
+from ..errors import DTypeError, GraphError, ShapeError, VmapError, numpy_caller
+from ..tensor import Tensor, graph_role
 from ..tensor import wrap as _wrap
+from ._registry import in_graph
 from ._shapes import normalize_axis
 from .elementwise import astype as _astype
 from .elementwise import conj, not_equal, where
@@ -1218,6 +1220,63 @@ def unique_all(x: Any) -> UniqueAllResult:
     return UniqueAllResult(*_unique(x, True, True, True, None, False, True))
 
 
+# ----- filled arrays: differentiable in a fill value that is a tensor (as jax.numpy.full) -----
+def full(shape: Any, fill_value: Any, dtype: Any = None, requires_grad: bool = False) -> Tensor:
+    """Tensor of ``shape`` filled with ``fill_value`` (Python floats take the default dtype). A fill
+    value that is part of a graph (it requires grad, is dual or batched) is broadcast to ``shape``
+    and cast to ``dtype``, so the result is differentiable in it (batched inside cr.vmap).
+
+    >>> import chainrule as cr
+    >>> cr.full((2,), 0.5)
+    tensor([0.5, 0.5])
+    >>> cr.grad(lambda t: cr.sum(cr.full((3,), t)))(cr.tensor(2.0))
+    tensor(3.)
+    """
+    if not isinstance(fill_value, (Tensor, list, tuple)):         # the plain path: NumPy fills
+        return _creation_full(shape, fill_value, dtype, requires_grad)
+    if not _in_graph_tree(fill_value):
+        return _creation_full(shape, _raw_tree(fill_value), dtype, requires_grad)
+    if requires_grad:
+        raise GraphError("full: requires_grad=True makes a new leaf, but fill_value is part of a graph "
+                         "(the result is a function of it, not a leaf); pass fill_value.detach() for a "
+                         "leaf, or leave requires_grad out to differentiate through fill_value")
+    return _filled(shape, fill_value, dtype)
+
+
+def full_like(a: Any, fill_value: Any, dtype: Any = None, order: str = "K", subok: bool = True,
+              shape: Any = None) -> Any:
+    """An array of ``a``'s shape and dtype (or ``shape``, ``dtype``) filled with ``fill_value``, as
+    ``numpy.full_like``: a Tensor for a Tensor ``a`` or a fill value in a graph (differentiable in
+    it, as ``full``), else NumPy's array. Nothing depends on ``a``'s values.
+
+    >>> import chainrule as cr, numpy as np
+    >>> cr.grad(lambda t: cr.sum(np.full_like(cr.ones(3), t)))(cr.tensor(2.0))
+    tensor(3.)
+    """
+    if not _in_graph_tree(fill_value):
+        if not isinstance(a, Tensor):
+            return np.full_like(a, _raw_tree(fill_value), dtype, order, subok, shape)
+        return _wrap(np.full(a.shape if shape is None else shape, _raw_tree(fill_value),
+                             a.dtype if dtype is None else dtype))
+    if shape is None:
+        shape = a.shape if isinstance(a, Tensor) else np.shape(_raw_tree(a))
+    if dtype is None:
+        dtype = a.dtype if isinstance(a, Tensor) else np.asarray(_raw_tree(a)).dtype
+    return _filled(shape, fill_value, dtype)
+
+
+def _in_graph_tree(x: Any) -> bool:
+    return in_graph(x) or (isinstance(x, (list, tuple)) and builtins.any(_in_graph_tree(v) for v in x))
+
+
+def _filled(shape: Any, fill_value: Any, dtype: Any) -> Any:
+    """``fill_value`` (a tensor, or a list holding tensors) cast to ``dtype`` and broadcast to
+    ``shape``, as a fresh (writable) tensor."""
+    shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
+    value = _arr(fill_value)
+    return _copy(broadcast_to(value if dtype is None else _astype(value, dtype), shape))
+
+
 # ----- in place: writes through Tensor.__setitem__ (version counters, view rebasing) -----
 def _last_writes(flat: Any) -> Any:
     """Positions of the last write to each element (NumPy's assignments: the last one wins)."""
@@ -1251,10 +1310,13 @@ def _numpy_in_place(op: str, a: Any, fn: Callable, *values: Any) -> bool:
         fn(np.array(_stand_in(a), copy=True), *(_stand_in(v) for v in values))
         return False
     for v in values:
-        if isinstance(v, Tensor) and v.requires_grad:
-            raise DTypeError(f"{op}: cannot write a tensor that requires grad into a NumPy array "
-                             f"(no gradient can flow through it); make the target a Tensor, or "
-                             f"pass v.detach()")
+        role = graph_role(v) if isinstance(v, Tensor) else ""
+        if role:
+            caller, ours = numpy_caller(v)           # np.full_like(array, t) fills through copyto
+            fix = f" ({caller} asked: use {ours}, which is differentiable)" if ours and caller else ""
+            raise DTypeError(f"{op}: cannot write a tensor that {role} into a NumPy array "
+                             f"(no derivative can flow through it); make the target a Tensor, or "
+                             f"pass v.detach(){fix}")
     fn(a, *(_raw_tree(v) for v in values))
     return True
 
@@ -1596,9 +1658,9 @@ NAMES: tuple = (
     "place", "fill_diagonal", "copyto", "argwhere", "flatnonzero", "argpartition", "lexsort",
     "searchsorted", "digitize", "diag_indices_from", "tril_indices_from", "triu_indices_from",
     "mask_indices", "ravel_multi_index", "unravel_index", "indices", "ix_", "tri", "shape", "ndim", "size",
-    "may_share_memory", "shares_memory",
+    "may_share_memory", "shares_memory", "full", "full_like",
 )
 _DISPATCHED = NAMES + ("copy", "astype")
 NUMPY: dict = {getattr(np, name): globals()[name] for name in _DISPATCHED
-               if hasattr(np, name) and name not in ("indices", "tri", "mask_indices", "row_stack")}
+               if hasattr(np, name) and name not in ("indices", "tri", "mask_indices", "row_stack", "full")}
 # (np.row_stack is a plain wrapper of np.vstack: it does not dispatch)

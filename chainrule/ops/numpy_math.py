@@ -3,7 +3,8 @@ function of the input, plain (integer/boolean, never requiring grad) where it is
 
 Conventions (PyTorch's where it has the function):
 
-* piecewise-constant results have zero gradient: ``trunc``/``fix``, ``heaviside`` (both inputs),
+* piecewise-constant results have zero gradient: ``trunc``/``fix``, ``heaviside`` in x1 (in x2 it is
+  1 where x1 == 0, the value there),
   ``spacing``, ``modf``'s integral part, ``copysign``'s second input (and its first at 0, as torch);
 * piecewise-linear ones pass the gradient: ``fmod`` (1 for x, ``-trunc(x / y)`` for y, as torch),
   ``modf``'s fractional part, ``frexp``'s mantissa (``2**-e``), ``nextafter`` (1 for x, 0 for y: the
@@ -31,7 +32,7 @@ from ..batched import is_batched
 from ..errors import ShapeError, VmapError
 from ..tensor import Tensor, tensor
 from ..tensor import wrap as _wrap
-from ._registry import PRIMITIVES, apply, defprim, passthrough, raw
+from ._registry import PRIMITIVES, apply, constant_arg, defprim, passthrough, raw
 from .elementwise import (
     abs,
     astype,
@@ -126,8 +127,9 @@ TRUNC = defprim("trunc", np.trunc, rules=(_zero,), kind="discrete")
 MODF = defprim("modf", lambda x: np.modf(x)[0], rules=(passthrough,))
 FMOD = defprim("fmod", np.fmod, rules=(passthrough, lambda g, out, x, y: -g * trunc(x / y)),
                saves="x y", needs={1: (0, 1)}, decide=lambda x, y: np.trunc(np.divide(x, y)))
-HEAVISIDE = defprim("heaviside", np.heaviside, rules=(_zero, _zero), kind="discrete",
-                    decide=lambda x, y: np.sign(x))
+# heaviside(x, y) is y where x == 0: linear in y there, constant elsewhere
+HEAVISIDE = defprim("heaviside", np.heaviside, rules=(_zero, lambda g, out, x, y: g * equal(x, 0)),
+                    saves="x", needs={0: (), 1: (0,)}, decide=lambda x, y: np.sign(x))
 SPACING = defprim("spacing", np.spacing, rules=(_zero,), kind="discrete")
 NEXTAFTER = defprim("nextafter", np.nextafter, rules=(passthrough, _zero))
 # ldexp(x, e) = x * 2**e, exactly: linear in x (its rule is ldexp itself), e an integer
@@ -177,7 +179,8 @@ fmod = _ufunc_fn(FMOD, "fmod", """C's remainder (the sign of ``x1``); gradient 1
     >>> cr.fmod(cr.tensor([-7.0, 7.0]), 3.0)
     tensor([-1.,  1.])
     """)
-heaviside = _ufunc_fn(HEAVISIDE, "heaviside", """0 for ``x1 < 0``, ``x2`` at 0, 1 for ``x1 > 0``; zero gradient.
+heaviside = _ufunc_fn(HEAVISIDE, "heaviside", """0 for ``x1 < 0``, ``x2`` at 0, 1 for ``x1 > 0``; gradient 0 for x1,
+    ``x1 == 0`` for x2 (it is x2 there).
 
     >>> import chainrule as cr
     >>> cr.heaviside(cr.tensor([-1.0, 0.0, 2.0]), 0.5)
@@ -716,7 +719,7 @@ def _plain(npfn: Callable, name: str) -> Callable:
     def fn(*args: Any, out: Any = None, **kwargs: Any) -> Any:
         _no_out(name, out)
         datas = [type(a)(raw(b) for b in a) if type(a) in (list, tuple) else raw(a) for a in args]
-        res = npfn(*datas, **kwargs)
+        res = npfn(*datas, **{k: raw(v) for k, v in kwargs.items()})     # (isclose's rtol/atol: data too)
         if _has_tensor(args) and isinstance(res, (ndarray, np.generic)):
             return _wrap(np.asarray(res))
         return res
@@ -739,7 +742,7 @@ _PLAIN = ("signbit", "isneginf", "isposinf", "iscomplex", "isreal", "iscomplexob
 # ----- window functions: constants of the default dtype -----
 def _window(npfn: Callable, name: str) -> Callable:
     def fn(M: int, *args: Any) -> Tensor:
-        return tensor(npfn(M, *(raw(a) for a in args)), dtype=get_default_dtype())
+        return tensor(npfn(M, *(constant_arg(a, name, "beta") for a in args)), dtype=get_default_dtype())
     fn.__name__ = fn.__qualname__ = name
     fn.__doc__ = (f"``numpy.{name}`` as a tensor of the default dtype (no gradient).\n\n"
                   f"    >>> import chainrule as cr\n    >>> cr.{name}(3{', 0.0' if name == 'kaiser' else ''})"

@@ -14,7 +14,10 @@ tests/ops/test_numpy_stats.py):
   occurrence in index order at the lowest tied rank, and so on); ``torch.quantile`` agrees where
   there are no ties. ``torch.median`` returns the lower middle element of an even count, NumPy
   (and chainrule) their mean, so the two differ by design. A slice holding a NaN (non-nan forms)
-  gives NaN and gradient 0.
+  gives NaN and gradient 0. In ``q`` the interpolating methods have the slope of the interpolation
+  ((n - 1)(a[k+1] - a[k]) for 'linear'); the others are piecewise constant in q (gradient 0). A
+  batched ``q`` is refused.
+- **cov** is differentiable in ``aweights``; ``fweights`` (integer counts) requiring grad is refused.
 - **nan* reductions**: NaN entries get gradient 0. An all-NaN slice gives NumPy's value (nansum 0,
   nanprod 1; nanmean, nanvar, nanstd, nanmax, nanmin, nanmedian, nanquantile, nanpercentile NaN with
   NumPy's RuntimeWarning; nanargmax/nanargmin raise ValueError) and gradient 0. nanmax/nanmin split
@@ -23,7 +26,8 @@ tests/ops/test_numpy_stats.py):
   segment at ``xp[-1]``; 0 outside [xp[0], xp[-1]]), in ``fp``, ``left`` and ``right``, and, as a
   bonus, in ``xp`` (through the segment's end points; the segment choice is piecewise constant).
 - **histogram/bincount**: counts have no gradient; with ``weights`` the result is a differentiable
-  sum of weights per bin. Bin edges are constants.
+  sum of weights per bin. Bin edges are differentiable in what sets them: the data's min and max
+  (no ``range``), ``range``, or ``bins`` given as the edges.
 - **linspace/logspace/geomspace** are differentiable in their end points (and ``base``).
 """
 from __future__ import annotations
@@ -39,7 +43,7 @@ from .._dtypes import LOW_PRECISION, get_default_dtype
 from ..batched import is_batched
 from ..errors import ShapeError, UnsupportedArgument, VmapError
 from ..tensor import Tensor, wrap
-from ._registry import apply, defprim, raw
+from ._registry import apply, constant_arg, defprim, in_graph, raw
 from ._shapes import normalize_axis
 from .elementwise import (
     _abs2,
@@ -284,7 +288,7 @@ def _float_values(x: Any) -> Any:
 
 
 def _quantile(a: Any, q: Any, axis: Any, method: str, keepdims: bool, weights: Any, weak: bool,
-              nan: bool, op: str) -> Any:
+              nan: bool, op: str, qt: Any = None) -> Any:
     if method not in METHODS:
         raise ValueError(f"{op}: {method!r} is not a valid method. Use one of: {METHODS}")
     a = _arr(a)
@@ -310,7 +314,7 @@ def _quantile(a: Any, q: Any, axis: Any, method: str, keepdims: bool, weights: A
             cnt = None
             vi = np.asarray(_virtual_index(n, q, method))
             has_nan = _any_nan(arr)
-        out = _interpolate(arr, vi, cnt if cnt is not None else n, method, batch, weak, cnt is not None)
+        out = _interpolate(arr, vi, cnt if cnt is not None else n, method, batch, weak, cnt is not None, qt)
     if cnt is not None:
         out = _nan_where(cnt == 0, out, "All-NaN slice encountered", 3)
     if has_nan is not None and (is_batched(has_nan) or has_nan.any()):
@@ -328,7 +332,19 @@ def _any_nan(arr: Any) -> Any:
 _DISCRETE = ("inverted_cdf", "closest_observation", "lower", "higher", "nearest")
 
 
-def _interpolate(arr: Any, vi: Any, n: Any, method: str, batch: tuple, weak: bool, rows: bool) -> Any:
+def _index_slope(n: Any, method: str) -> Any:
+    """d(virtual index)/dq of the methods whose weight gamma moves with q (None for the others:
+    their result is piecewise constant in q, its derivative 0)."""
+    if method == "linear":
+        return n - 1
+    if method in _ALPHA_BETA:
+        alpha, beta = _ALPHA_BETA[method]
+        return n + (1 - alpha - beta)
+    return None
+
+
+def _interpolate(arr: Any, vi: Any, n: Any, method: str, batch: tuple, weak: bool, rows: bool,
+                 qt: Any = None) -> Any:
     gather = _ranked_rows if rows else _ranked
     if method in _DISCRETE:                                        # no interpolation
         return gather(arr, np.where(vi < 0, n - 1, np.minimum(vi, np.maximum(n - 1, 0))), batch)
@@ -344,6 +360,12 @@ def _interpolate(arr: Any, vi: Any, n: Any, method: str, batch: tuple, weak: boo
         t, omt = gamma.astype(dtype), (1 - gamma).astype(dtype)
     else:
         t, omt = gamma, 1 - gamma
+    slope = None if qt is None else _index_slope(n, method)
+    if slope is not None:
+        # the same values, with gamma's derivative in q: the slope (clamped ends: lo == hi, so 0)
+        qs = reshape(qt, np.shape(raw(qt)) + (1,) * len(batch))
+        dt = (qs - qs.detach()) * slope
+        t, omt = t + dt, omt - dt
     return _lerp(lo, hi, t, omt, gamma >= 0.5)
 
 
@@ -419,7 +441,8 @@ def quantile(a: Any, q: Any, axis: Any = None, out: Any = None, overwrite_input:
              method: str = "linear", keepdims: bool = False, *, weights: Any = None,
              interpolation: Any = None) -> Any:
     """Quantiles as ``numpy.quantile`` (all 13 methods; ``weights`` with ``inverted_cdf``); the
-    gradient goes to the one or two order statistics used (see the module docstring for ties).
+    gradient goes to the one or two order statistics used (see the module docstring for ties),
+    and to a tensor ``q`` (the interpolation's slope).
 
     >>> import chainrule as cr
     >>> x = cr.tensor([3.0, 1.0, 4.0, 2.0], requires_grad=True)
@@ -457,6 +480,9 @@ def _quantile_entry(a: Any, q: Any, axis: Any, out: Any, method: str, keepdims: 
     if interpolation is not None:
         raise TypeError(f"{op}: interpolation= was renamed method= in NumPy 1.22; pass method={interpolation!r}")
     weak = type(q) in (int, float)
+    if isinstance(q, Tensor) and q._level:
+        constant_arg(q, op, "q")                    # refused: a batched q
+    qt = (q / scale if scale != 1 else q) if in_graph(q) else None     # differentiated through gamma
     q = raw(q)
     if scale == 100:
         q = _check_q(np.true_divide(q, 100), "Percentiles must be in the range [0, 100]", op)
@@ -471,7 +497,7 @@ def _quantile_entry(a: Any, q: Any, axis: Any, out: Any, method: str, keepdims: 
         if nan and _nan_mask(a) is not None:
             raise ValueError(f"{op}: weights with NaN entries are not supported in chainrule; drop the NaNs "
                              f"(and their weights) and call quantile")
-    return _quantile(a, q, axis, method, keepdims, weights, weak, nan, op)
+    return _quantile(a, q, axis, method, keepdims, weights, weak, nan, op, qt)
 
 
 def median(a: Any, axis: Any = None, out: Any = None, overwrite_input: bool = False,
@@ -709,7 +735,8 @@ def _nanarg(a: Any, axis: Any, keepdims: bool, fn: Any, fill: float, op: str) ->
 # ----- covariance -----
 def cov(m: Any, y: Any = None, rowvar: bool = True, bias: bool = False, ddof: Any = None,
         fweights: Any = None, aweights: Any = None, *, dtype: Any = None) -> Any:
-    """Covariance matrix, as ``numpy.cov`` (composite; the weights are constants).
+    """Covariance matrix, as ``numpy.cov`` (composite; differentiable in ``aweights`` too;
+    ``fweights`` are integer counts, a tensor requiring grad there is refused).
 
     >>> import chainrule as cr
     >>> cr.cov(cr.tensor([[0.0, 1.0, 2.0], [2.0, 1.0, 0.0]]))
@@ -741,30 +768,32 @@ def cov(m: Any, y: Any = None, rowvar: bool = True, bias: bool = False, ddof: An
         ddof = 1 if bias == 0 else 0
     nobs = raw(X).shape[1]
     w = None
-    if fweights is not None:
-        fweights = np.asarray(raw(fweights), dtype=float)
+    if fweights is not None:                    # integer counts: no derivative
+        fweights = np.asarray(constant_arg(fweights, "cov", "fweights"), dtype=float)
         if not np.all(fweights == np.around(fweights)):
             raise TypeError("cov: fweights must be integer")
         _check_weights(fweights, nobs, "fweights")
         w = fweights
-    if aweights is not None:
-        aweights = np.asarray(raw(aweights), dtype=float)
-        _check_weights(aweights, nobs, "aweights")
+    if aweights is not None:                    # differentiable: a tensor stays one
+        if isinstance(aweights, Tensor) and aweights._level:
+            constant_arg(aweights, "cov", "aweights")          # refused: batched weights
+        _check_weights(np.asarray(raw(aweights), dtype=float), nobs, "aweights")
+        aweights = astype(aweights, np.float64) if isinstance(aweights, Tensor) else np.asarray(aweights, float)
         w = aweights if w is None else w * aweights
     if w is None:
         avg = _divide_by_count(sum(X, 1), np.asarray(nobs))
         fact = nobs - ddof
     else:
-        rdt = np.result_type(raw(X).dtype, w.dtype)
-        w_sum = np.sum(w, dtype=rdt)
+        rdt = np.result_type(raw(X).dtype, raw(w).dtype)
+        w_sum = astype(sum(w), rdt)
         avg = sum(X * w, 1) / w_sum
         if ddof == 0:
             fact = w_sum
         elif aweights is None:
             fact = w_sum - ddof
         else:
-            fact = w_sum - ddof * builtins.sum(w * aweights) / w_sum
-    if fact <= 0:
+            fact = w_sum - ddof * sum(w * aweights) / w_sum
+    if raw(fact) <= 0:
         warnings.warn("Degrees of freedom <= 0 for slice", RuntimeWarning, stacklevel=2)
         fact = 0.0
     X = X - expand_dims(avg, 1)
@@ -1093,14 +1122,42 @@ def _diff(x: Any, axis: int) -> Any:
 
 
 # ----- histograms -----
+def _bin_edges(a: Any, bins: Any, range: Any, weights: Any, op: str) -> tuple:
+    """NumPy's bin edges (an ndarray) and the same edges as returned: differentiable in what sets
+    them, the data's min and max (without ``range``), ``range``, or ``bins`` given as the edges (the
+    number of bins is piecewise constant)."""
+    if is_batched(a, bins, range):
+        raise VmapError(f"{op} of batched data (or bins or range) inside cr.vmap: the bin edges and the count "
+                        f"in each bin depend on the values; batch only the weights, or compute the histogram "
+                        f"outside the vmapped function")
+    rng = None if range is None else tuple(raw(r) for r in range)
+    # (batched weights: the edges depend on the shape of the weights only)
+    stand_in = np.ones(np.shape(raw(weights))) if is_batched(weights) else raw(weights)
+    edges = np.histogram_bin_edges(raw(a), raw(bins), rng, stand_in)
+    if np.ndim(raw(bins)) == 1:
+        return edges, reshape(bins, edges.shape) if in_graph(bins) else _wrap_like(edges, a, weights)
+    ends = (amin(a), amax(a)) if range is None and np.size(raw(a)) else (0, 1) if range is None else range
+    if not builtins.any(in_graph(e) for e in ends):
+        return edges, _wrap_like(edges, a, weights)
+    # edge i is first + (last - first) i / n: the values NumPy's, the derivatives those of the ends
+    u = np.linspace(0.0, 1.0, edges.shape[0])
+    moved = edges
+    for e, w in zip(ends, (1 - u, u)):
+        if in_graph(e):
+            moved = moved + astype(e - e.detach(), edges.dtype) * w.astype(edges.dtype)
+    return edges, moved
+
+
 def histogram_bin_edges(a: Any, bins: Any = 10, range: Any = None, weights: Any = None) -> Any:
-    """Bin edges, as ``numpy.histogram_bin_edges`` (constants: no gradient)."""
-    return _wrap_like(np.histogram_bin_edges(raw(a), raw(bins), range, raw(weights)), a)
+    """Bin edges, as ``numpy.histogram_bin_edges``; differentiable in the data's min and max (without
+    ``range``), in ``range`` and in ``bins`` given as edges."""
+    return _bin_edges(a, bins, range, weights, "histogram_bin_edges")[1]
 
 
 def histogram(a: Any, bins: Any = 10, range: Any = None, density: Any = None, weights: Any = None) -> tuple:
     """``(hist, bin_edges)`` as ``numpy.histogram``. Counts have no gradient; with ``weights`` each
-    bin is the sum of its elements' weights, differentiable in them (a scatter-add).
+    bin is the sum of its elements' weights, differentiable in them (a scatter-add). The edges are
+    differentiable as ``histogram_bin_edges``'.
 
     >>> import chainrule as cr
     >>> w = cr.tensor([1.0, 2.0, 3.0], requires_grad=True)
@@ -1108,18 +1165,13 @@ def histogram(a: Any, bins: Any = 10, range: Any = None, density: Any = None, we
     >>> h
     tensor([3., 3.], grad_fn=<ScatterAddBackward>)
     """
-    if is_batched(a, bins):
-        raise VmapError("histogram of batched data (or bins) inside cr.vmap: the bin edges and the count "
-                        "in each bin depend on the values; batch only the weights, or compute the histogram "
-                        "outside the vmapped function")
+    edges, out_edges = _bin_edges(a, bins, range, weights, "histogram")
     data = raw(a)
     if weights is None:
-        hist, edges = np.histogram(data, raw(bins), range, density)
-        return _wrap_like(hist, a), _wrap_like(edges, a)
+        rng = None if range is None else tuple(raw(r) for r in range)
+        hist = np.histogram(data, raw(bins), rng, density)[0]
+        return _wrap_like(hist, a), out_edges
     weights = _arr(weights)
-    # (batched weights: the edges depend on the shape of the weights only)
-    stand_in = np.ones(np.shape(raw(weights))) if is_batched(weights) else raw(weights)
-    edges = np.histogram_bin_edges(data, raw(bins), range, stand_in)
     flat = np.ravel(data)
     if np.shape(raw(weights)) != np.shape(data):
         raise ValueError("histogram: weights should have the same shape as a.")
@@ -1132,7 +1184,7 @@ def histogram(a: Any, bins: Any = 10, range: Any = None, density: Any = None, we
     if density:
         db = np.diff(edges).astype(float)
         hist = hist / db / sum(hist)
-    return hist, _wrap_like(edges, a, weights)
+    return hist, out_edges
 
 
 def bincount(x: Any, weights: Any = None, minlength: int = 0) -> Any:

@@ -15,7 +15,7 @@ from .._backend import ndarray, np
 from .._dtypes import LOW_PRECISION, accum_dtype, accumulate
 from ._batching import batch_axes, set_batch
 from ._batching import reshape as _breshape
-from ._registry import apply, defprim, raw
+from ._registry import apply, defprim, in_graph, raw
 from ._shapes import normalize_axis, reduced_shape
 from .elementwise import (
     _abs2,
@@ -226,7 +226,10 @@ def _dtype_of(x: Any) -> Any:
 
 
 def _initial(x: Any, initial: Any) -> Any:
-    return np.asarray(raw(initial)).astype(_dtype_of(x))      # NumPy casts it to the reduction's dtype
+    """``initial`` cast to the reduction's dtype, as NumPy; a tensor in a graph keeps its gradient."""
+    if in_graph(initial):
+        return astype(initial, _dtype_of(x))
+    return np.asarray(raw(initial)).astype(_dtype_of(x))
 
 
 def sum(x: Any, axis: Any = None, keepdims: bool = False, dtype: Any = None, initial: Any = None,

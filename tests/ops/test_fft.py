@@ -36,6 +36,13 @@ CASES = [
     ("ifftn-axes", lambda m, a: m.ifftn(a, None, (0,)), False),
     ("rfftn", lambda m, a: m.rfftn(a, (5, 5), (0, 1)), True),
     ("irfftn", lambda m, a: m.irfftn(a, (3, 7), (0, 1)), False),
+    # a repeated axis transforms again (NumPy's 1-D transforms one after another, each with its size)
+    ("fftn-repeated-axis", lambda m, a: m.fftn(a, (3, 8), (1, 1)), False),
+    ("ifftn-repeated-axis", lambda m, a: m.ifftn(a, (5, 2, 7), (-1, 0, 1), norm="ortho"), False),
+    ("rfftn-repeated-axis", lambda m, a: m.rfftn(a, (5, 3, 7), (1, 0, 1)), True),
+    ("irfftn-repeated-axis", lambda m, a: m.irfftn(a, (3, 5, 9), (0, 0, 1), norm="forward"), False),
+    ("rfft2-repeated-last", lambda m, a: m.rfft2(a, (4, 6), (1, 1)), True),
+    ("fft2-whole-axis", lambda m, a: m.fft2(a, (-1, 4)), False),
     ("fftshift", lambda m, a: m.fftshift(a), False),
     ("ifftshift-axis", lambda m, a: m.ifftshift(a, 1), True),
 ]
@@ -75,6 +82,8 @@ def test_both_modes_and_second_order_match_central_differences(name, call, real)
 @pytest.mark.parametrize("name, call, real", CASES, ids=IDS)
 def test_gradients_match_torch(name, call, real):
     torch = pytest.importorskip("torch")
+    if "repeated" in name:
+        pytest.skip("torch.fft refuses repeated dims; test_a_repeated_axis_is_the_chain_of_1d_transforms")
     a = _input(real)
     want = call(np.fft, a)
     w = RNG.normal(size=want.shape) + (1j * RNG.normal(size=want.shape) if want.dtype.kind == "c" else 0)
@@ -83,6 +92,50 @@ def test_gradients_match_torch(name, call, real):
     t = torch.tensor(a, requires_grad=True)
     (call(torch.fft, t) * torch.tensor(w)).real.sum().backward()
     np.testing.assert_allclose(z.grad.data, t.grad.resolve_conj().numpy(), rtol=1e-10, atol=1e-12)
+
+
+def test_a_repeated_axis_is_the_chain_of_1d_transforms():
+    # NumPy's rule (issue 26): fftn(z, s=(2, 7), axes=(1, 1)) on (3, 4, 5) is fft(fft(z, 7, 1), 2, 1),
+    # shape (3, 2, 5), not (3, 7, 5)
+    a = RNG.normal(size=(3, 4, 5)) + 1j * RNG.normal(size=(3, 4, 5))
+    w = RNG.normal(size=(3, 2, 5))
+    chains = [(lambda m, z: m.fftn(z, (2, 7), (1, 1)), lambda m, z: m.fft(m.fft(z, 7, 1), 2, 1)),
+              (lambda m, z: m.rfftn(z.real, (2, 7), (1, 1)), lambda m, z: m.fft(m.rfft(z.real, 7, 1), 2, 1)),
+              (lambda m, z: m.irfftn(z, (2, 7), (1, 1))[:, :2], lambda m, z: m.irfft(m.ifft(z, 2, 1), 7, 1)[:, :2])]
+    for nd, chain in chains:
+        assert nd(np.fft, a).shape == (3, 2, 5)
+        np.testing.assert_allclose(nd(np.fft, a), chain(np.fft, a), rtol=1e-12, atol=1e-12)
+        grads = []
+        for fn in (nd, chain):
+            z = cr.tensor(a, requires_grad=True)
+            (fn(cr.fft, z) * cr.tensor(w)).real.sum().backward()
+            grads.append(z.grad.data)
+        t = pytest.importorskip("torch").tensor(a, requires_grad=True)
+        (chain(pytest.importorskip("torch").fft, t).real * t.new_tensor(w).real).sum().backward()
+        np.testing.assert_allclose(grads[0], grads[1], rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(grads[0], t.grad.resolve_conj().numpy(), rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("norm", [None, "ortho", "forward"])
+@pytest.mark.parametrize("dtype", [cr.bfloat16, cr.float16], ids=str)
+@pytest.mark.parametrize("name", ["fft", "ifft", "rfft", "irfft", "hfft", "ihfft", "fft2", "ifft2", "rfft2",
+                                  "irfft2", "fftn", "ifftn", "rfftn", "irfftn"])
+def test_16_bit_input_is_transformed_in_float32(name, dtype, norm):
+    # NumPy has no bfloat16 reciprocal/sqrt loops for the norms (issue 26): chainrule computes in
+    # float32; a complex result is complex64 (no narrower complex dtype), a real one (irfft of
+    # 16-bit data) is rounded back to the input's dtype, as every real op's
+    x = cr.tensor(X.astype(dtype), requires_grad=True)
+    out = getattr(cr.fft, name)(x, norm=norm)
+    want = getattr(np.fft, name)(X.astype(dtype).astype(np.float32), norm=norm)
+    assert out.dtype == (cr.complex64 if want.dtype.kind == "c" else dtype)
+    rtol = {cr.bfloat16: 2 ** -8, cr.float16: 2 ** -11}[dtype]
+    np.testing.assert_allclose(out.data.astype(want.dtype), want, rtol=rtol, atol=rtol * np.abs(want).max())
+    (cr.abs(out) ** 2).sum().backward()
+    x32 = cr.tensor(X.astype(dtype).astype(np.float32), requires_grad=True)
+    (cr.abs(getattr(cr.fft, name)(x32, norm=norm)) ** 2).sum().backward()
+    assert x.grad.dtype == dtype
+    g32 = x32.grad.data                           # a few 16-bit roundings apart (the loss of a 16-bit irfft is 16-bit)
+    np.testing.assert_allclose(x.grad.data.astype(np.float32), g32, rtol=2 * rtol, atol=2 * rtol * np.abs(g32).max())
 
 
 def test_the_adjoint_convention():
@@ -127,3 +180,6 @@ def test_clear_errors():
         cr.fft.rfft(cr.tensor(Z))
     with pytest.raises(cr.ShapeError, match="out of bounds"):
         cr.fft.fft(cr.tensor(Z), axis=2)
+    for fn in (cr.fft.fft, cr.fft.rfft, cr.fft.irfft, cr.fft.hfft):     # -1 is whole-axis only in the n-D ones
+        with pytest.raises(cr.ShapeError, match=f"{fn.__name__}: invalid number of data points"):
+            fn(cr.tensor(X), -1)

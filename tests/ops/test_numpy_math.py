@@ -271,10 +271,17 @@ def test_piecewise_constant_functions_have_zero_gradient(fn):
     np.testing.assert_array_equal(g, np.zeros(5))
 
 
-def test_heaviside_gradient_is_zero_in_both_inputs_at_zero():
-    gx, gy = _grads(cr.heaviside, [0.0, -1.0, 1.0], [0.5, 0.5, 0.5])
-    np.testing.assert_array_equal(gx, np.zeros(3))
-    np.testing.assert_array_equal(gy, np.zeros(3))
+def test_heaviside_gradient_is_zero_in_x1_and_one_in_x2_where_x1_is_zero():
+    # heaviside(x1, x2) is x2 where x1 == 0: linear there (issue 26: the x2 gradient was dropped)
+    gx, gy = _grads(cr.heaviside, [0.0, -1.0, 1.0, -0.0], [0.5, 0.5, 0.5, 0.25])
+    np.testing.assert_array_equal(gx, np.zeros(4))
+    np.testing.assert_array_equal(gy, [1.0, 0.0, 0.0, 1.0])
+    y = cr.tensor(0.5, requires_grad=True)                # a broadcast x2: summed over the zeros of x1
+    cr.heaviside(cr.tensor([0.0, 2.0, 0.0]), y).sum().backward()
+    assert y.grad.data == 2.0
+    _, t = cr.jvp(lambda b: cr.heaviside(cr.tensor([0.0, 3.0]), b), (cr.tensor([0.5, 0.5]),),
+                  (cr.tensor([1.0, 1.0]),))
+    np.testing.assert_array_equal(t.data, [1.0, 0.0])
 
 
 def test_modf_frexp_nextafter_gradients():
