@@ -66,6 +66,28 @@ def _lstsq_fn(m: Any, a: Any, b: Any) -> Any:
     return m.linalg.lstsq(a, b)[0] if m is CR else m.linalg.lstsq(a, b, driver="gelsd").solution
 
 
+def _eigvalsh_vjp_fn(m: Any, a: Any, g: Any) -> Any:
+    """V diag(g) V^H, eigvalsh's gradient (chainrule's primitive eigvalsh_vjp of [A; g])."""
+    if m is CR:
+        return spectral.apply(spectral.EIGVALSH_VJP, (spectral._pack(_herm(m, a), g),), {"UPLO": "L"})
+    v = m.linalg.eigh(_herm(m, a))[1]
+    return (v * g[..., None, :]) @ v.mT.conj()
+
+
+def _apart(shape: tuple) -> np.ndarray:
+    """A float64 (m, n) diagonal 0, 3, 6: singular values kept apart, as _SPREAD does for eigenvalues."""
+    return np.eye(*shape[-2:]) * np.array([0.0, 3.0, 6.0, 9.0])[:shape[-1]]
+
+
+def _svdvals_vjp_fn(m: Any, a: Any, g: Any) -> Any:
+    """U diag(g) Vh, svdvals' gradient (chainrule's primitive svdvals_vjp of [A; g])."""
+    a = a + (m.tensor(_apart(a.shape)) if m is not CR else _apart(a.shape))
+    if m is CR:
+        return spectral.apply(spectral.SVDVALS_VJP, (spectral._pack(a, g),))
+    u, _, vh = m.linalg.svd(a, full_matrices=False)
+    return (u * g[..., None, :]) @ vh
+
+
 def _both(fn: Callable[..., Any]) -> tuple:
     return (lambda *xs: fn(CR, *xs)), _tl(fn)
 
@@ -84,6 +106,9 @@ SPECS: list[OpSpec] = [
     _row("svd", _svd_u_fn, id="svd-u-tall", shapes=((4, 3),)),
     _row("svd", _svd_v_fn, id="svd-v-wide", shapes=((3, 4),)),
     _row("svdvals", lambda m, a: m.linalg.svdvals(a), shapes=((2, 4, 3),)),
+    _row("eigvalsh_vjp", _eigvalsh_vjp_fn, shapes=((2, 3, 3), (2, 3))),
+    _row("svdvals_vjp", _svdvals_vjp_fn, shapes=((4, 3), (3,))),
+    _row("svdvals_vjp", _svdvals_vjp_fn, id="svdvals_vjp-wide-batched", shapes=((2, 3, 4), (2, 3))),
     # composites: their rows exercise the primitives they are built on
     _row("pinv", _pinv_fn, shapes=((4, 3),)),
     _row("pinv", _pinv_fn, id="pinv-wide-batched", shapes=((2, 3, 4),)),
@@ -100,5 +125,8 @@ COMPLEX_SPECS: list[OpSpec] = [
     _row("svd", _svd_fn, id="svd-c-wide", shapes=((3, 4),), kinds="c"),
     _row("svd", _svd_u_fn, id="svd-u-c", shapes=((4, 3),), kinds="c"),
     _row("svdvals", lambda m, a: m.linalg.svdvals(a), id="svdvals-c", shapes=((3, 4),), kinds="c"),
+    _row("eigvalsh_vjp", _eigvalsh_vjp_fn, id="eigvalsh_vjp-c", shapes=((3, 3), (3,)), kinds="cr", domain=_NARROW,
+         imag=_NARROW),
+    _row("svdvals_vjp", _svdvals_vjp_fn, id="svdvals_vjp-c", shapes=((4, 3), (3,)), kinds="cr"),
     _row("pinv", _pinv_fn, id="pinv-c", shapes=((4, 3),), kinds="c"),
 ]

@@ -20,7 +20,9 @@ a real input receives the real part of its complex cotangent.
 
 Ill-defined derivatives raise a clear error instead of returning inf/NaN: a loss that depends on
 the phase of eig's eigenvectors (they are defined up to e^{i phi}); eigenvector derivatives at
-repeated eigenvalues; qr at a rank-deficient input, or in mode 'complete' with m > n.
+repeated eigenvalues, and so eigvals' second derivative there (its rules call eig with
+``via="eigvals"``, which says so and suggests what works); qr at a rank-deficient input, or in
+mode 'complete' with m > n.
 
 FLOPs: the usual O(n^3) constants (eig 25n^3, qr 4mnk, expm ~20n^3, triangular solves n^2 k).
 """
@@ -96,7 +98,7 @@ def _complex_of(dtype: Any) -> Any:
     return np.result_type(dtype, np.complex64)
 
 
-def _eig_forward(a: Any) -> Any:
+def _eig_forward(a: Any, via: str = "eig") -> Any:
     w, v = np.linalg.eig(a)
     dtype = _complex_of(w.dtype)
     return np.concatenate([w[..., None, :].astype(dtype), v.astype(dtype)], axis=-2)
@@ -119,7 +121,21 @@ def _repeated(w: Any) -> Any:
     return _close_pairs(w).any(axis=(-2, -1))
 
 
-def _eig_vjp(g: Any, out: Any, a: Any) -> Any:
+def _repeated_error(via: str, why: str) -> ValueError:
+    """At repeated eigenvalues: eig's vectors have no derivative; eigvals' second derivative needs it."""
+    if via == "eig":
+        return ValueError(f"eig: the derivative of the eigenvectors does not exist at repeated eigenvalues "
+                          f"(relative gap < 1e-10) and {why}; differentiate a function of the eigenvalues "
+                          f"(eigvals: exact there at first order, in both modes), or perturb the matrix")
+    return ValueError("eigvals: the second derivative of the eigenvalues at repeated eigenvalues (relative gap "
+                      "< 1e-10) needs the eigenvectors' derivative, which does not exist there (a general matrix "
+                      "can turn defective nearby, where its eigenvalues are not differentiable; their symmetric "
+                      "functions still are). Use trace identities (sum(eigvals(A)**k) = trace(matrix_power(A, k))), "
+                      "eigvalsh for Hermitian matrices (every order is exact there with cr.hvp), or perturb the "
+                      "matrix")
+
+
+def _eig_vjp(g: Any, out: Any, a: Any, via: str = "eig") -> Any:
     # PyTorch's linalg_eig_backward: gA = V^{-H} (diag(gL) + (V^H gV - V^H V Re diag(V^H gV)) / E*) V^H
     w, v = _split_eig(out)
     gw, gv = _split_eig(g)
@@ -133,10 +149,12 @@ def _eig_vjp(g: Any, out: Any, a: Any) -> Any:
                          "loss depends on that phase, so its gradient is ill-defined (as in PyTorch). Use a "
                          "loss that is invariant to it: |v|, v v^H, the eigenvalues, or v normalised by a "
                          "fixed component's phase")
+    if via == "eigvals" and _repeated(w).any():
+        # eigvals' gradient V^-H diag(g) V^H, differentiated again: between repeated eigenvalues the
+        # divided differences of g are 0/0, and gV there is 0 whatever their limit: refuse
+        raise _repeated_error(via, "")
     if rgv.any() and (_repeated(w) & (np.abs(rgv).max(axis=(-2, -1)) > 0)).any():
-        raise ValueError("eig: the derivative of the eigenvectors does not exist at repeated eigenvalues "
-                         "(relative gap < 1e-10) and the loss depends on them; differentiate a function of "
-                         "the eigenvalues (eigvals) or of the spanned subspace, or perturb the matrix")
+        raise _repeated_error(via, "the loss depends on the eigenvectors")
     n = _shape(w)[-1]
     ret = vhgv - matmul(vh, v * expand_dims(real(d), -2))
     wc = conj(w)
@@ -147,12 +165,11 @@ def _eig_vjp(g: Any, out: Any, a: Any) -> Any:
     return solve(vh, matmul(ret, vh))
 
 
-def _eig_jvp(t: Any, out: Any, a: Any) -> Any:
+def _eig_jvp(t: Any, out: Any, a: Any, via: str = "eig") -> Any:
     # PyTorch's linalg_eig_jvp: dL = diag(V^{-1} dA V), dV = V (F o V^{-1} dA V), normalised: Re(v^H dv) = 0
     w, v = _split_eig(out)
     if _repeated(w).any():
-        raise ValueError("eig: the derivative of the eigenvectors does not exist at repeated eigenvalues "
-                         "(relative gap < 1e-10); use eigvals for the eigenvalues' forward-mode derivative")
+        raise _repeated_error(via, "its forward-mode tangent needs them")
     n = _shape(w)[-1]
     dp = solve(v, matmul(t, v))
     e = where(_eye(n), 1.0, expand_dims(w, -2) - expand_dims(w, -1))
@@ -172,13 +189,13 @@ def _eigvals_forward(a: Any) -> Any:
 
 
 def _eigvals_vjp(g: Any, out: Any, a: Any) -> Any:
-    v = apply(EIG, (a,))[..., 1:, :]           # the eig primitive: recorded under create_graph
+    v = apply(EIG, (a,), {"via": "eigvals"})[..., 1:, :]      # the eig primitive: recorded under create_graph
     vh = _mh(v)
     return solve(vh, matmul(_diag_embed(g), vh))     # V^{-H} diag(g) V^H
 
 
 def _eigvals_jvp(t: Any, out: Any, a: Any) -> Any:
-    v = apply(EIG, (a,))[..., 1:, :]
+    v = apply(EIG, (a,), {"via": "eigvals"})[..., 1:, :]
     return _diag(solve(v, matmul(t, v)))             # diag(V^{-1} dA V)
 
 

@@ -15,9 +15,10 @@ packs its factors into one array, split by cheap getitem views:
 so the factors share one node, one forward and one rule; a loss of the eigenvalues alone reaches
 the rule with an exactly zero cotangent on the vector block, which the rule detects (eigenvalue-only
 losses then never divide by eigenvalue gaps). ``eigvalsh`` and ``svdvals`` are primitives of their
-own (no vectors computed forward; their rules recompute them, through ``eigh``/``svd`` when they
-must be differentiable again). ``pinv`` is a primitive too, with the Golub-Pereyra (1973) formula,
-which needs no singular vectors: it is exact at repeated singular values (orthogonal matrices).
+own (no vectors computed forward; their rules recompute them, and their VJPs are the primitives
+``eigvalsh_vjp``/``svdvals_vjp`` of [A; g], so that they are differentiable again). ``pinv`` is a
+primitive too, with the Golub-Pereyra (1973) formula, which needs no singular vectors: it is exact
+at repeated singular values (orthogonal matrices).
 
 Rules (written from the formulas: Giles 2008, "An extended collection of matrix derivative results
 for forward and reverse mode AD", for eigh; Townsend 2016, "Differentiating the singular value
@@ -48,20 +49,26 @@ Hermitian matrix, e.g. ``eigh((a + a.mT) / 2)``, but a raw non-Hermitian input's
 half of each off-diagonal gradient although it does not change the result. Likewise the JVP
 differentiates along herm(dA) = (dA + dA^H) / 2, so the two modes stay adjoint.
 
-Gauge and degeneracy (the derivative does not exist there; never a silent inf/NaN):
+Gauge and degeneracy (never a silent inf/NaN):
   * a cotangent that depends on the phase of complex eigen/singular vectors (Im diag(V^H gV) not
     ~0, or Im diag(U^H gU) + Im diag(V^H gV) not ~0 for svd, as PyTorch checks) raises;
-  * between (nearly) equal eigenvalues (relative gap < max(1e-10, 10 eps)) the VJP raises when the
-    vector cotangent reaches that pair (X_ij or X_ji not ~0; for svd the joint part XU + XV, and
-    between two zero singular values also XU - XV). That includes losses invariant inside the
-    eigenspace: at the degenerate point itself they cannot be told apart from 0/0 limits (e.g. the
-    second derivative of an eigenvalue function, or a reconstruction U f(S) Vh), whose value the
-    rule cannot know, so it refuses rather than return a wrong number. Losses of the eigenvalues
-    alone (eigvalsh, svdvals, eigh/svd with a zero vector cotangent) work there, as does pinv;
-  * in forward mode the eigenvectors' tangent does not exist there either: the JVP holds the
-    eigenspace's basis fixed (the 1/gap term set to 0), exact for symmetric functions of those
-    eigenvalues, and warns;
-  * zero singular values with m != n (or complex phases) whose S^-1 terms are needed raise.
+  * between (nearly) equal values (relative gap < max(1e-10, 10 eps)) the vectors' 1/gap terms are
+    0/0, and their limit is not a function of the cotangent (for losses invariant under rotations
+    inside the cluster it is c X_ij, X = V^H gV (XU + XV for svd), with c = 0 for a projector onto
+    the cluster, f'/2f for a matrix function V f(w) V^H, anything for sums of those): reverse mode
+    computes where X is ~0 between those values (the loss does not use the cluster's vectors there)
+    and raises otherwise, naming what works (``_check_block``; terms that cancel exactly in X stay
+    invisible to any cotangent);
+  * functions of the values alone: the first derivative V diag(g) V^H is exact; the second is the
+    derivative of that matrix function (Lewis & Sendov 2001), with the divided differences
+    (g_j - g_i)/(w_j - w_i), 0/0 inside a cluster: ``eigvalsh_vjp`` / ``svdvals_vjp`` are primitives
+    of [A; g] whose JVP sees dA and dg together and works in the basis adapted to dA (its block
+    diagonal there: no divided difference needed, and the value tangents are the one-sided
+    directional derivatives), so cr.hvp, cr.hessian, jvp of jvp, and jvp of hvp along the same
+    direction are exact at repeated values; reverse-over-reverse, and third order along different
+    directions, raise there where the (co)tangent reaches the cluster;
+  * in forward mode eigh/svd's vectors have no tangent there: it holds the basis fixed (exact for
+    projectors onto whole subspaces) and warns.
 ``svd(full_matrices=True)`` with m != n: the columns beyond min(m, n) get no gradient (they are not
 determined by A); a nonzero cotangent on them raises (PyTorch silently drops it). Their tangent is
 the minimal rotation keeping them orthogonal to the thin factor.
@@ -76,6 +83,7 @@ from typing import Any, NamedTuple
 from .._backend import np
 from ..batched import batched_like, whole_batch
 from ..errors import ShapeError, VmapError
+from ..grad_mode import STATE
 from ..tensor import Tensor
 from ..tensor import wrap as _wrap
 from ._batching import batch_unary, set_batch
@@ -196,19 +204,8 @@ def _first(mask: Any, shape: tuple) -> tuple:
     return tuple(int(min(i, n - 1)) for i, n in zip(idx, shape))
 
 
-def _degenerate_error(op: str, kind: str, a: float, b: float, rel: float) -> ValueError:
-    vec = "eigenvectors" if kind == "eigenvalues" else "singular vectors"
-    return ValueError(
-        f"{op}: the derivative with respect to the {vec} does not exist here: {kind} {a:.8g} and {b:.8g} "
-        f"are (nearly) equal (relative gap {rel:.2g}), and the loss depends on which basis of that "
-        f"{'eigenspace' if kind == 'eigenvalues' else 'singular subspace'} is returned. Use a loss that is "
-        f"invariant inside each degenerate subspace (functions of the {kind} alone, e.g. "
-        f"{'eigvalsh' if kind == 'eigenvalues' else 'svdvals'}, projectors onto whole subspaces, "
-        f"reconstructions), or perturb the matrix to split the {kind}")
-
-
 # ----- eigh -----
-def _eigh_forward(a: Any, UPLO: str) -> Any:
+def _eigh_forward(a: Any, UPLO: str, inside: bool = False) -> Any:
     w, v = np.linalg.eigh(a, UPLO=UPLO)
     return np.concatenate([w[..., None, :].astype(v.dtype), v], axis=-2)
 
@@ -218,38 +215,138 @@ def _split_eigh(out: Any) -> tuple:
     return (real(w) if _is_complex(w) else w), out[..., 1:, :]
 
 
-def _inverse_gaps(w: Any, x: Any, op: str, forward: bool = False) -> Any:
-    """E_ij = 1 / (w_j - w_i) off the diagonal, 0 on it and between (nearly) equal eigenvalues. There
-    the cotangent ``x`` = V^H gV (the tangent P in forward mode) must vanish on the pair (both x_ij
-    and x_ji): else the derivative does not exist, or is a 0/0 limit that cannot be evaluated at this
-    point (reverse mode raises; forward mode warns and holds the eigenspace's basis fixed)."""
+def _near(w: Any) -> tuple:
+    """The pairs i != j of (nearly) equal eigenvalues or singular values (relative gap <= _gap_rtol),
+    from ``w``'s values (all examples of a vmap batch), and the spectrum's scale."""
     wd = whole_batch(w)
     n = wd.shape[-1]
-    gap = wd[..., None, :] - wd[..., :, None]
     top = np.abs(wd).max(axis=-1, initial=0)[..., None, None]
-    off = ~np.eye(n, dtype=bool)
-    near = (np.abs(gap) <= _gap_rtol(wd.dtype) * top) & off
-    if near.any():
-        xd = np.abs(whole_batch(x))
-        xd = np.maximum(xd, np.swapaxes(xd, -1, -2))
-        bad = near & (xd > np.sqrt(_eps(wd.dtype)) * _max_abs(x))
-        if bad.any():
-            idx = _first(bad, near.shape)
-            wi, wj = wd[idx[:-1]], wd[idx[:-2] + (idx[-1],)]
-            rel = abs(float(wj) - float(wi)) / max(float(top[idx[:-2] + (0, 0)]), 1e-300)
-            if not forward:
-                raise _degenerate_error(op, "eigenvalues", float(wi), float(wj), rel)
-            warnings.warn(f"{op}: forward-mode tangent of the eigenvectors at (nearly) equal eigenvalues "
-                          f"{float(wi):.8g} and {float(wj):.8g} does not exist; the basis of that eigenspace is "
-                          f"held fixed (exact for symmetric functions of its eigenvalues, e.g. their sum, and "
-                          f"for the projector onto the whole eigenspace; use eigvalsh for eigenvalues only)",
-                          RuntimeWarning, stacklevel=2)
-    ok = off & ~near
+    gap = np.abs(wd[..., None, :] - wd[..., :, None])
+    return (gap <= _gap_rtol(wd.dtype) * top) & ~np.eye(n, dtype=bool), top
+
+
+def _clusters(near: Any) -> list:
+    """The runs of consecutive (nearly) equal values of one sorted spectrum, as slices of >= 2."""
+    n, out, i = near.shape[-1], [], 0
+    while i < n:
+        j = i
+        while j + 1 < n and near[j, j + 1]:
+            j += 1
+        if j > i:
+            out.append(slice(i, j + 1))
+        i = j + 1
+    return out
+
+
+def _each_cluster(near: Any, shape: tuple) -> Any:
+    """(index of one matrix in a batch of ``shape``, its cluster slice) for every degenerate cluster."""
+    near = np.broadcast_to(near, shape[:-2] + near.shape[-2:])
+    for idx in np.ndindex(*shape[:-2]):
+        for sl in _clusters(near[idx]):
+            yield idx, sl
+
+
+def _outer_ps(x: Any, v: Any, u: Any = None, rows: int | None = None) -> list:
+    """U^H dA V (V^H herm(dA) V without ``u``) for the tangents dA of ``x`` (its first ``rows`` rows) at
+    the visible outer forward levels, outermost first: the directions a rule of an inner level is
+    itself differentiated along (jvp of jvp, jvp of hvp)."""
+    tans = getattr(x, "_tangents", None)
+    if not tans:
+        return []
+    out = []
+    for level in sorted(tans):
+        if level <= STATE.fw_visible and level in STATE.fw_levels:
+            t = tans[level] if rows is None else tans[level][..., :rows, :]
+            out.append(matmul(matmul(_mH(v), _herm(t)), v) if u is None else matmul(matmul(_mH(u), t), v))
+    return out
+
+
+def _adapt(v: Any, near: Any, p: Any, outer: list = (), u: Any = None, descending: bool = False) -> tuple:
+    """Rotate the basis inside each degenerate cluster so that the tangent's block herm(P_B) is
+    diagonal (the basis that degenerate perturbation theory picks along the tangent): then diag(P')
+    holds the one-sided directional derivatives of the values, and no 1/gap term is needed inside a
+    cluster. Under nested forward mode the outer directions (``outer``, outermost first) pick the
+    basis first and the tangent breaks their ties: the limit basis of the outer derivatives' path.
+    Returns (v Q, Q^H P Q) (and u Q); Q is a constant: the functions of the spectrum that use it are
+    invariant under rotations inside a cluster."""
+    pd = whole_batch(p)
+    dirs = [np.broadcast_to(whole_batch(o), pd.shape) for o in outer] + [pd]
+    q = np.broadcast_to(np.eye(pd.shape[-1], dtype=pd.dtype), pd.shape).copy()
+    for idx, sl in _each_cluster(near, pd.shape):
+        qb = np.eye(sl.stop - sl.start, dtype=pd.dtype)
+        groups = [np.arange(sl.stop - sl.start)]
+        for d in dirs:
+            blk = d[idx + (sl, sl)]
+            blk = (blk + np.conj(blk.T)) / 2
+            tol = np.sqrt(_eps(pd.dtype)) * max(np.abs(d[idx]).max(initial=0), 1e-300)
+            split = []
+            for grp in groups:
+                e, y = np.linalg.eigh(np.conj(qb[:, grp].T) @ blk @ qb[:, grp])
+                if descending:
+                    e, y = e[::-1], y[:, ::-1]
+                qb[:, grp] = qb[:, grp] @ y
+                cuts = np.flatnonzero(np.abs(np.diff(e)) > tol) + 1
+                split += [grp[c] for c in np.split(np.arange(len(grp)), cuts) if len(c) > 1]
+            groups = split
+            if not groups:
+                break
+        q[idx + (sl, sl)] = qb
+    q = batched_like(q, p)
+    p = matmul(matmul(_mH(q), p), q)
+    return (matmul(v, q), p) if u is None else (matmul(v, q), p, matmul(u, q))
+
+
+def _inverse_gaps(w: Any, near: Any) -> Any:
+    """E_ij = 1 / (w_j - w_i) off the diagonal, 0 on it and between (nearly) equal values."""
+    ok = ~near & ~np.eye(near.shape[-1], dtype=bool)
     diff = expand_dims(w, -2) - expand_dims(w, -1)
     return where(ok, 1.0 / where(ok, diff, 1.0), 0.0)
 
 
-def _eigh_vjp(g: Any, out: Any, a: Any, UPLO: str) -> Any:
+def _basis_error(op: str, kind: str, a: float, b: float, basis: bool) -> ValueError:
+    eig = kind == "eigenvalues"
+    vec, space = ("eigenvectors", "eigenspace") if eig else ("singular vectors", "singular subspace")
+    why = (f"the loss depends on which basis of that {space} is returned, so it has no derivative" if basis else
+           f"the loss uses their {vec}, where a cotangent does not determine the derivative (" +
+           ("sum(V diag(w) V^T) = sum(A) and sum(w) + 2 sum(V V^T) = trace(A) + n" if eig else
+            "sum(U diag(S) Vh) = sum(A) and sum(S) + 2 sum(U Vh)") +
+           " get the same one at 2I but have different gradients)")
+    use = ("cr.linalg.eigvalsh for functions of the eigenvalues (exact; second order with cr.hvp); matrix ops "
+           "for V f(w) V^T (A @ A, cr.linalg.matrix_power, cr.linalg.matrix_exp); for a projector onto a whole "
+           "eigenspace, I minus the other (simple) eigenvectors' projectors or a polynomial (eigenvalues (1, 1, 3): "
+           "I - 3T^2 + 2T^3, T = (A - I)/2)" if eig else
+           "cr.linalg.svdvals for functions of the singular values (exact; second order with cr.hvp); matrix ops for "
+           "U f(S) Vh (A is U diag(S) Vh, A A^H A is U diag(S^3) Vh); for a projector onto a whole singular subspace, "
+           "a polynomial in A^H A (singular values (2, 2, 1), right: 3T^2 - 2T^3, T = (A^H A - I)/3) or, for square "
+           "A, I minus the other (simple) vectors' projectors")
+    return ValueError(f"{op}: no derivative with respect to the {vec} here: {kind} {a:.8g} and {b:.8g} are (nearly) "
+                      f"equal and {why}. Use: {use}; or break the tie (A + eps*B: an O(eps) error)")
+
+
+def _reaching(z: Any, where_: Any) -> Any:
+    """The pairs of ``where_`` at which z_ij or z_ji is not ~0 (relative to z's largest entry)."""
+    zd = np.abs(whole_batch(z))
+    return where_ & (np.maximum(zd, np.swapaxes(zd, -1, -2)) > np.sqrt(_eps(zd.dtype)) * _max_abs(z))
+
+
+def _check_block(x: Any, near: Any, wd: Any, op: str, kind: str) -> None:
+    """Between (nearly) equal values the inner matrix's entries are 0/0, and the cotangent ``x``
+    (V^H gV, or XU + XV for svd) does not determine their limit: for a loss invariant under rotations
+    inside the cluster it is c x_ij with c = 0 for a projector onto the cluster, f'/2f for one matrix
+    function V f(w) V^H, any c for sums of those (the values' cotangent absorbs a function of w). So
+    the rule computes only where x is ~0 there (the loss does not reach those vectors' off-diagonal
+    entries, e.g. it does not use them), and raises otherwise (a skew x there: the loss depends on
+    the basis). A block that vanishes by an exact cancellation between terms is beyond any cotangent."""
+    bad = _reaching(x, near)
+    if bad.any():
+        *at, i, j = np.argwhere(bad)[0]
+        wb = np.broadcast_to(wd, bad.shape[:-1])[tuple(at)]
+        xd = np.broadcast_to(whole_batch(x), bad.shape)[tuple(at)]
+        basis = abs(xd[i, j] - np.conj(xd[j, i])) > np.sqrt(_eps(xd.dtype)) * np.abs(xd).max()
+        raise _basis_error(op, kind, float(wb[i]), float(wb[j]), bool(basis))
+
+
+def _eigh_vjp(g: Any, out: Any, a: Any, UPLO: str, inside: bool = False) -> Any:
     w, v = _split_eigh(out)
     gw, gv = real(g[..., 0, :]), g[..., 1:, :]
     vh = _mH(v)
@@ -260,15 +357,33 @@ def _eigh_vjp(g: Any, out: Any, a: Any, UPLO: str) -> Any:
             im = np.abs(np.imag(np.diagonal(whole_batch(x), 0, -2, -1)))
             if (im > np.sqrt(_eps(raw(x).dtype)) * _max_abs(x)[..., 0]).any():
                 raise _gauge_error("eigh", "eigenvectors", float(im.max()))
-        inner = inner + _inverse_gaps(w, x, "eigh") * ((x - _mH(x)) * 0.5)
+        near, _ = _near(w)
+        if near.any() and inside:
+            _check_inside(x, near, whole_batch(w), "eigvalsh", "eigenvalues")
+        elif near.any():
+            _check_block(x, near, whole_batch(w), "eigh", "eigenvalues")
+        inner = inner + _inverse_gaps(w, near) * ((x - _mH(x)) * 0.5)
     return matmul(matmul(v, inner), vh)
 
 
-def _eigh_jvp(t: Any, out: Any, a: Any, UPLO: str) -> Any:
+def _eigh_jvp(t: Any, out: Any, a: Any, UPLO: str, inside: bool = False) -> Any:
     w, v = _split_eigh(out)
-    p = matmul(matmul(_mH(v), _herm(t)), v)
+    th = _herm(t)
+    p = matmul(matmul(_mH(v), th), v)
+    near, _ = _near(w)
+    dv = matmul(v, _inverse_gaps(w, near) * p)
+    if near.any():
+        pd = np.abs(whole_batch(p))
+        if not inside and (near & (pd > np.sqrt(_eps(pd.dtype)) * _max_abs(p))).any():
+            warnings.warn("eigh: at (nearly) equal eigenvalues the eigenvectors have no forward-mode tangent; "
+                          "the eigenvalues' tangents are their one-sided directional derivatives (exact), the "
+                          "eigenvectors' holds the basis of that eigenspace fixed: exact for projectors onto the "
+                          "whole eigenspace, wrong for reconstructions V f(w) V^H, other losses that couple those "
+                          "eigenvalues with their vectors, and second derivatives (cr.hvp) of eigh's eigenvalues. "
+                          "For the eigenvalues use eigvalsh, whose derivatives of every order are exact there",
+                          RuntimeWarning, stacklevel=2)
+        p = _adapt(v, near, p, _outer_ps(a, v))[1]
     dw = _as_dtype(real(_diag(p)), raw(out).dtype)
-    dv = matmul(v, _inverse_gaps(w, p, "eigh", forward=True) * p)
     return concatenate([expand_dims(dw, -2), dv], axis=-2)
 
 
@@ -282,19 +397,179 @@ EIGH = defprim("eigh", _eigh_forward, vjps=(_eigh_vjp,), jvps=(_eigh_jvp,), save
                hint="eigh expects Hermitian (symmetric) matrices (..., n, n); only the UPLO triangle is read.")
 
 
+def _eigh_inside(a: Any, UPLO: str) -> tuple:
+    """eigh inside the rules of eigvalsh and eigvalsh_vjp, which use the eigenvectors only in
+    rotation-invariant forms: the warning of eigh's JVP about the vectors' tangent does not apply."""
+    if not isinstance(a, Tensor):
+        return np.linalg.eigh(a, UPLO=UPLO)
+    return _split_eigh(apply(EIGH, (a,), {"UPLO": UPLO, "inside": True}))
+
+
 def _eigvalsh_vjp(g: Any, out: Any, a: Any, UPLO: str) -> Any:
-    v = eigh(a, UPLO).eigenvectors
-    return matmul(v * _row(g), _mH(v))
+    if not isinstance(a, Tensor) and not isinstance(g, Tensor):
+        w, v = np.linalg.eigh(a, UPLO=UPLO)
+        return matmul(v * _row(g), _mH(v))
+    return apply(EIGVALSH_VJP, (_pack(a, g),), {"UPLO": UPLO})
+
+
+def _pack(a: Any, g: Any) -> Any:
+    """[a; g] as one (..., m + 1, n) input (g zero-padded to n), so that a rule sees both tangents."""
+    dtype = np.result_type(raw(a).dtype, raw(g).dtype)
+    shape = np.broadcast_shapes(np.shape(raw(a))[:-2], np.shape(raw(g))[:-1])
+    a = _as_dtype(a, dtype) + np.zeros(shape + np.shape(raw(a))[-2:], dtype)
+    g = _as_dtype(g, dtype) + np.zeros(shape + np.shape(raw(g))[-1:], dtype)
+    n, k = np.shape(raw(a))[-1], np.shape(raw(g))[-1]
+    if k < n:
+        g = concatenate([g, np.zeros(shape + (n - k,), dtype)], axis=-1)
+    return concatenate([a, expand_dims(g, -2)], axis=-2)
+
+
+def _unpack(x: Any, k: int) -> tuple:
+    g = x[..., -1, :k]
+    return x[..., :-1, :], (real(g) if _is_complex(g) else g)
 
 
 def _eigvalsh_jvp(t: Any, out: Any, a: Any, UPLO: str) -> Any:
-    v = eigh(a, UPLO).eigenvectors
-    return real(sum(conj(v) * matmul(_herm(t), v), axis=-2))
+    w, v = _eigh_inside(a, UPLO)
+    th = _herm(t)
+    near, _ = _near(out)
+    if near.any():         # the one-sided derivatives of repeated eigenvalues: eig(P_B), in the adapted basis
+        p = matmul(matmul(_mH(v), th), v)
+        _check_order(a, near, p, out, "eigvalsh", "eigenvalues", 1)
+        v = _adapt(v, near, p, _outer_ps(a, v))[0]
+    return real(sum(conj(v) * matmul(th, v), axis=-2))
 
 
 EIGVALSH = defprim("eigvalsh", lambda a, UPLO: np.linalg.eigvalsh(a, UPLO=UPLO), vjps=(_eigvalsh_vjp,),
                    jvps=(_eigvalsh_jvp,), saves="x", flops=_eig_flops, kind="matmul", autocast="float32",
                    complex="own", hint="eigvalsh expects Hermitian (symmetric) matrices (..., n, n).")
+
+
+# ----- the gradient of a function of the eigenvalues, V diag(g) V^H, as a primitive of [A; g] -----
+# Its derivative needs the divided differences (g_j - g_i) / (w_j - w_i) (Lewis & Sendov 2001),
+# 0/0 between equal eigenvalues. In forward mode the rule sees both tangents: in the basis adapted
+# to the tangent (_adapt), dA's block is diagonal and no divided difference is needed inside a
+# cluster; there it is (dg_j - dg_i) / (dw_j - dw_i), read off the tangents, for the next order.
+# Reverse mode sees only a cotangent: it raises when that cotangent reaches the 0/0 entries.
+def _eigvalsh_vjp_forward(x: Any, UPLO: str) -> Any:
+    n = x.shape[-1]
+    a, g = x[..., :n, :], x[..., n, :]
+    v = np.linalg.eigh(a, UPLO=UPLO)[1]
+    return (v * g[..., None, :]) @ np.conj(np.swapaxes(v, -1, -2))
+
+
+def _divided(g: Any, w: Any, near: Any, dg: Any = None, dw: Any = None) -> Any:
+    """(g_j - g_i) / (w_j - w_i) off the diagonal and between distinct values; between (nearly) equal
+    ones the same ratio of the tangents dg, dw where those differ, else 0."""
+    n = near.shape[-1]
+    ok = ~near & ~np.eye(n, dtype=bool)
+    dd = where(ok, (_row(g) - _col(g)) / where(ok, _row(w) - _col(w), 1.0), 0.0)
+    if dg is None or not near.any():
+        return dd
+    dwd = whole_batch(dw)
+    inside = batched_like(near & (np.abs(dwd[..., None, :] - dwd[..., :, None]) > np.sqrt(_eps(dwd.dtype)) *
+                                  np.abs(dwd).max(axis=-1, initial=0)[..., None, None]), dw)
+    return dd + where(inside, (_row(dg) - _col(dg)) / where(inside, _row(dw) - _col(dw), 1.0), 0.0)
+
+
+def _eigvalsh_vjp_jvp(t: Any, out: Any, x: Any, UPLO: str) -> Any:
+    n = np.shape(raw(x))[-1]
+    a, g = _unpack(x, n)
+    ta, tg = _unpack(t, n)
+    w, v = _eigh_inside(a, UPLO)
+    p = matmul(matmul(_mH(v), _herm(ta)), v)
+    near, _ = _near(w)
+    if near.any():
+        _check_order(x, near, p, w, "eigvalsh", "eigenvalues", 2)
+        outer = _outer_ps(x, v, rows=n)
+        v, p = _adapt(v, near, p, outer)
+        if outer:
+            _check_mixed(p, near, w, "eigvalsh", "eigenvalues")
+    inner = _diag_embed(tg) + _divided(g, w, near, tg, real(_diag(p))) * p
+    return matmul(matmul(v, inner), _mH(v))
+
+
+def _check_inside(x: Any, near: Any, wd: Any, op: str, kind: str) -> None:
+    """Reverse mode through eigvalsh's/svdvals' own derivative rules (a gradient of a jvp, a third
+    derivative): inside a cluster those rules use the basis their tangent picks, which a reverse pass
+    cannot follow. Raise where its cotangent reaches a cluster."""
+    bad = _reaching(x, near)
+    if bad.any():
+        idx = _first(bad, near.shape)
+        raise ValueError(
+            f"{op}: a reverse-mode derivative of its derivative (cr.grad of a cr.jvp, or a third derivative) at "
+            f"repeated {kind} ({float(np.broadcast_to(wd, near.shape[:-1])[idx[:-1]]):.8g}) is not supported: "
+            f"inside the repeated block the rules use the basis that the tangent picks, which reverse mode cannot "
+            f"follow. Second derivatives are exact with cr.hvp, cr.jvp(cr.grad(f)) and cr.hessian; or split the "
+            f"{kind} (perturb the matrix)")
+
+
+def _check_order(x: Any, near: Any, p: Any, w: Any, op: str, kind: str, order: int) -> None:
+    """A rule whose tangent is a derivative of ``order``, differentiated by more than one outer forward
+    level: its adapted basis is exact for one more order only (the next needs the basis' derivative)."""
+    tans = getattr(x, "_tangents", None)
+    if tans and len([lv for lv in tans if lv <= STATE.fw_visible and lv in STATE.fw_levels]) > 1:
+        pd = np.abs(whole_batch(p))
+        cluster = near | np.eye(near.shape[-1], dtype=bool)
+        if (cluster & np.broadcast_to(near.any(axis=-1, keepdims=True), near.shape)
+                & (pd > np.sqrt(_eps(pd.dtype)) * _max_abs(p))).any():
+            raise ValueError(f"{op}: derivatives of order {order + 2} and higher at repeated {kind} by nested "
+                             f"forward mode are not supported (they need the derivative of the basis inside the "
+                             f"repeated block); second derivatives are exact (cr.hvp, cr.hessian, jvp of jvp), and "
+                             f"third ones along one direction (cr.jvp of cr.hvp); or split the {kind} (perturb "
+                             f"the matrix)")
+
+
+def _check_mixed(p: Any, near: Any, w: Any, op: str, kind: str) -> None:
+    """A third derivative along different directions needs the derivative of the divided differences
+    inside a cluster, which is not computed: raise where the tangent, in the basis its outer
+    directions pick, still reaches the cluster's off-diagonal entries."""
+    pd = np.abs(whole_batch(p))
+    bad = near & (pd > np.sqrt(_eps(pd.dtype)) * _max_abs(p))
+    if bad.any():
+        idx = _first(bad, near.shape)
+        raise ValueError(
+            f"{op}: third (and higher) derivatives of a function of the {kind} along different directions at "
+            f"repeated {kind} ({float(np.broadcast_to(whole_batch(w), near.shape[:-1])[idx[:-1]]):.8g}) are not "
+            f"supported: they need the derivative of the gradient's divided differences inside the repeated block. "
+            f"Along one direction (cr.jvp of cr.hvp with the same tangent), and to second order in any directions "
+            f"(cr.hvp, cr.hessian), they are exact; or split the {kind} (perturb the matrix)")
+
+
+def _second_order_error(op: str, kind: str, a: float) -> ValueError:
+    fn, x = ("eigvalsh", "w") if kind == "eigenvalues" else ("svdvals", "s")
+    return ValueError(
+        f"{op}: reverse-over-reverse second derivative at repeated {kind} ({a:.8g}): it needs the divided "
+        f"differences (g_j - g_i) / ({x}_j - {x}_i) of the gradient inside the repeated block, a 0/0 "
+        f"limit that a reverse-mode cotangent does not determine. Forward-over-reverse sees the tangents and "
+        f"is exact there: use cr.hvp(f, (x,), (v,)), cr.jvp(cr.grad(f), (x,), (v,)) or cr.hessian / "
+        f"cr.jacfwd(cr.grad(f)) for functions of {fn}")
+
+
+def _check_reverse_blocks(x: Any, near: Any, wd: Any, op: str, kind: str) -> None:
+    xd = np.abs(whole_batch(x))
+    bad = near & (xd > np.sqrt(_eps(xd.dtype)) * _max_abs(x))
+    if bad.any():
+        idx = _first(bad, near.shape)
+        raise _second_order_error(op, kind, float(np.broadcast_to(wd, near.shape[:-1])[idx[:-1]]))
+
+
+def _eigvalsh_vjp_vjp(c: Any, out: Any, x: Any, UPLO: str) -> Any:
+    n = np.shape(raw(x))[-1]
+    a, g = _unpack(x, n)
+    w, v = _eigh_inside(a, UPLO)
+    xc = _herm(matmul(matmul(_mH(v), c), v))
+    near, _ = _near(w)
+    if near.any():
+        _check_reverse_blocks(xc, near, whole_batch(w), "eigvalsh", "eigenvalues")
+    ga = matmul(matmul(v, _divided(g, w, near) * xc), _mH(v))
+    return concatenate([ga, expand_dims(_as_dtype(real(_diag(xc)), raw(ga).dtype), -2)], axis=-2)
+
+
+EIGVALSH_VJP = defprim("eigvalsh_vjp", _eigvalsh_vjp_forward, vjps=(_eigvalsh_vjp_vjp,), jvps=(_eigvalsh_vjp_jvp,),
+                       saves="x", flops=lambda out, x, **p: _eig_flops(out, x[..., 1:, :]), kind="matmul",
+                       autocast="float32", complex="own",
+                       hint="eigvalsh_vjp expects [A; g]: Hermitian matrices (..., n, n) with a row of n values.")
 
 
 class EighResult(NamedTuple):
@@ -349,7 +624,7 @@ def eigvalsh(a: Any, UPLO: str = "L") -> Any:
 
 
 # ----- svd -----
-def _svd_forward(a: Any, full_matrices: bool, m: int) -> Any:
+def _svd_forward(a: Any, full_matrices: bool, m: int, inside: bool = False) -> Any:
     u, s, vh = np.linalg.svd(a, full_matrices=full_matrices)
     n = vh.shape[-1]
     p = max(u.shape[-1], vh.shape[-2])
@@ -375,8 +650,9 @@ def _split_svd(out: Any, full_matrices: bool, m: int) -> tuple:
 def _svd_checks(s: Any, op: str, joint: Any, anti: Any, forward: bool = False) -> tuple:
     """F- = 1 / (s_j - s_i) and F+ = 1 / (s_j + s_i) off the diagonal, and S^-1 (0 at (nearly) zero
     singular values). F- is 0 between (nearly) equal singular values, F+ between two (nearly) zero
-    ones; there ``joint`` (XU + XV, or the tangent's P + P^H) resp. ``anti`` (XU - XV, P - P^H) must
-    vanish on the pair, else reverse mode raises and forward mode warns and holds the basis fixed."""
+    ones. There, in reverse mode, ``joint`` (XU + XV) and ``anti`` (XU - XV) must vanish on the pair
+    (_check_block); in forward mode (``joint``, ``anti`` = the tangent's P + P^H, P - P^H)
+    a tangent there warns that the vectors' tangent holds the basis fixed."""
     sd = whole_batch(s)
     k = sd.shape[-1]
     rtol = _gap_rtol(sd.dtype)
@@ -385,32 +661,31 @@ def _svd_checks(s: Any, op: str, joint: Any, anti: Any, forward: bool = False) -
     zero = sd <= rtol * top[..., 0]
     near = (np.abs(sd[..., None, :] - sd[..., :, None]) <= rtol * top) & off
     both_zero = near & zero[..., :, None] & zero[..., None, :]
-    if near.any():
-        small = np.sqrt(_eps(sd.dtype))
-
-        def flagged(z: Any, where_: Any) -> Any:
-            zd = np.abs(whole_batch(z))
-            zd = np.maximum(zd, np.swapaxes(zd, -1, -2))
-            return where_ & (zd > small * _max_abs(z))
-        bad = flagged(joint, near) if joint is not None else np.zeros_like(near)
-        if anti is not None:
-            bad |= flagged(anti, both_zero)
+    if near.any() and not forward:
+        for z, where_ in ((joint, near), (anti, both_zero)):
+            if z is not None:
+                _check_block(z, where_, sd, op, "singular values")
+    elif near.any():
+        bad = np.zeros_like(near)
+        for z, where_ in ((joint, near), (anti, both_zero)):
+            if z is not None:
+                bad |= _reaching(z, where_)
         if bad.any():
             idx = _first(bad, near.shape)
             si, sj = float(sd[idx[:-1]]), float(sd[idx[:-2] + (idx[-1],)])
-            rel = abs(si - sj) / max(float(top[idx[:-2] + (0, 0)]), 1e-300)
-            if not forward:
-                raise _degenerate_error(op, "singular values", si, sj, rel)
-            warnings.warn(f"{op}: forward-mode tangent of the singular vectors at (nearly) equal singular "
-                          f"values {si:.8g} and {sj:.8g} does not exist; the basis of that subspace is held "
-                          f"fixed (exact for symmetric functions of those singular values and whole-subspace "
-                          f"projectors; use svdvals for singular values only)", RuntimeWarning, stacklevel=3)
+            warnings.warn(f"{op}: at (nearly) equal singular values ({si:.8g} and {sj:.8g}) the singular vectors "
+                          f"have no forward-mode tangent; the singular values' tangents are their one-sided "
+                          f"directional derivatives (exact), the vectors' holds the basis of that subspace fixed: "
+                          f"exact for projectors onto the whole subspace, wrong for reconstructions U f(S) Vh, other "
+                          f"losses that couple those values with their vectors, and second derivatives (cr.hvp) of "
+                          f"svd's S. For the singular values use svdvals, whose derivatives of every order are "
+                          f"exact there", RuntimeWarning, stacklevel=3)
     ok_m = off & ~near
     ok_p = off & ~both_zero
     f_m = where(ok_m, 1.0 / where(ok_m, _row(s) - _col(s), 1.0), 0.0)
     f_p = where(ok_p, 1.0 / where(ok_p, _row(s) + _col(s), 1.0), 0.0)
     s_inv = where(zero, 0.0, 1.0 / where(zero, 1.0, s))
-    return f_m, f_p, s_inv, zero
+    return f_m, f_p, s_inv, zero, near
 
 
 def _zero_sv_error(op: str, what: str) -> ValueError:
@@ -452,7 +727,7 @@ def _svd_core_vjp(gu: Any, gs: Any, gv: Any, u: Any, s: Any, v: Any, op: str) ->
     xs = xu if not any_v else xv if not any_u else None
     joint = xs if xs is not None else xu + xv
     anti = xs if xs is not None else xu - xv
-    f_m, f_p, s_inv, zero = _svd_checks(s, op, joint, anti)
+    f_m, f_p, s_inv, zero, near = _svd_checks(s, op, joint, anti)
     kj = joint - _mH(joint)
     ka = kj if xs is not None else anti - _mH(anti)
     if any_v and not any_u:
@@ -476,7 +751,7 @@ def _svd_core_vjp(gu: Any, gs: Any, gv: Any, u: Any, s: Any, v: Any, op: str) ->
     return ga
 
 
-def _svd_vjp(g: Any, out: Any, a: Any, full_matrices: bool, m: int) -> Any:
+def _svd_vjp(g: Any, out: Any, a: Any, full_matrices: bool, m: int, inside: bool = False) -> Any:
     n, k, ku, kv = _svd_sizes(out, full_matrices, m)
     u, s, v = _split_svd(out, False, m) if not full_matrices else (out[..., :m, :k], real(out[..., m, :k]),
                                                                     out[..., m + 1:, :k])
@@ -487,6 +762,12 @@ def _svd_vjp(g: Any, out: Any, a: Any, full_matrices: bool, m: int) -> Any:
             f"{m}x{n} matrix does not exist: with full_matrices=True those complete an orthonormal basis "
             f"that the matrix does not determine. Use full_matrices=False, or a loss that does not read them")
     gu, gs, gv = g[..., :m, :k], real(g[..., m, :k]), g[..., m + 1:, :k]
+    if inside and (_nonzero(gu) or _nonzero(gv)):
+        near, _ = _near(s)
+        if near.any():
+            xs = [matmul(_mH(f), gf) for f, gf in ((u, gu), (v, gv)) if _nonzero(gf)]
+            _check_inside(xs[0] if len(xs) == 1 else xs[0] + xs[1], near, whole_batch(s), "svdvals",
+                          "singular values")
     return _svd_core_vjp(gu, gs, gv, u, s, v, "svd")
 
 
@@ -497,16 +778,18 @@ def _pad_cols(x: Any, p: int) -> Any:
     return concatenate([x, np.zeros(raw(x).shape[:-1] + (p - w,), dtype=raw(x).dtype)], axis=-1)
 
 
-def _svd_jvp(t: Any, out: Any, a: Any, full_matrices: bool, m: int) -> Any:
+def _svd_jvp(t: Any, out: Any, a: Any, full_matrices: bool, m: int, inside: bool = False) -> Any:
     n, k, ku, kv = _svd_sizes(out, full_matrices, m)
     p = raw(out).shape[-1]
     dtype = raw(out).dtype
     u, s, v = out[..., :m, :k], real(out[..., m, :k]), out[..., m + 1:, :k]
     dp = matmul(matmul(_mH(u), t), v)
     dph = _mH(dp)
-    ds = real(_diag(dp))
     sym_p, skew_p = dp + dph, dp - dph
-    f_m, f_p, s_inv, zero = _svd_checks(s, "svd", sym_p, skew_p, forward=True)
+    f_m, f_p, s_inv, zero, near = _svd_checks(s, "svd", None if inside else sym_p, None if inside else skew_p,
+                                              forward=True)
+    ds = real(_diag(_adapt(v, near & ~zero[..., None], dp, _outer_ps(a, v, u), u, descending=True)[1]
+                    if near.any() else dp))
     rot_joint, rot_anti = f_m * sym_p * 0.5, f_p * skew_p * 0.5
     du = matmul(u, rot_joint + rot_anti)
     dv = matmul(v, rot_joint - rot_anti)
@@ -537,19 +820,136 @@ SVD = defprim("svd", _svd_forward, vjps=(_svd_vjp,), jvps=(_svd_jvp,), saves="ou
               kind="matmul", autocast="float32", complex="own", hint="svd expects matrices (..., m, n).")
 
 
+def _svd_inside(a: Any) -> tuple:
+    """Thin (U, S, Vh) inside the rules of svdvals and svdvals_vjp (see _eigh_inside)."""
+    if not isinstance(a, Tensor):
+        return np.linalg.svd(a, full_matrices=False)
+    m = np.shape(raw(a))[-2]
+    u, s, v = _split_svd(apply(SVD, (a,), {"full_matrices": False, "m": m, "inside": True}), False, m)
+    return u, s, _mH(v)
+
+
 def _svdvals_vjp(g: Any, out: Any, a: Any) -> Any:
-    u, _, vh = svd(a, full_matrices=False)
-    return matmul(u * _row(g), vh)
+    if not isinstance(a, Tensor) and not isinstance(g, Tensor):
+        u, _, vh = np.linalg.svd(a, full_matrices=False)
+        return matmul(u * _row(g), vh)
+    return apply(SVDVALS_VJP, (_pack(a, g),))
 
 
 def _svdvals_jvp(t: Any, out: Any, a: Any) -> Any:
-    u, _, vh = svd(a, full_matrices=False)
-    return real(sum(conj(u) * matmul(t, _mH(vh)), axis=-2))
+    u, s, vh = _svd_inside(a)
+    v = _mH(vh)
+    near, _ = _near(out)
+    zero = whole_batch(out) <= _gap_rtol(whole_batch(out).dtype) * whole_batch(out).max(axis=-1, initial=0)[..., None]
+    near = near & ~zero[..., None]
+    if near.any():         # the one-sided derivatives of repeated singular values, in the adapted basis
+        p = matmul(matmul(_mH(u), t), v)
+        _check_order(a, near, p, out, "svdvals", "singular values", 1)
+        v, _, u = _adapt(v, near, p, _outer_ps(a, v, u), u, descending=True)
+    return real(sum(conj(u) * matmul(t, v), axis=-2))
 
 
 SVDVALS = defprim("svdvals", lambda a: np.linalg.svd(a, compute_uv=False), vjps=(_svdvals_vjp,),
                   jvps=(_svdvals_jvp,), saves="x", flops=_svd_flops, kind="matmul", autocast="float32",
                   complex="own", hint="svdvals expects matrices (..., m, n).")
+
+
+# ----- the gradient of a function of the singular values, U diag(g) V^H, as a primitive of [A; g] -----
+# As eigvalsh_vjp: dG = U (diag(dg) + D- o herm(P) + D+ o skew(P)) V^H + (I - U U^H) dA V diag(g / s) V^H
+# + U diag(g / s) U^H dA (I - V V^H), P = U^H dA V, with the divided differences D-_ij = (g_j - g_i) /
+# (s_j - s_i) and D+_ij = (g_j + g_i) / (s_j + s_i) (D+_ii = g_i / s_i: the phases of complex pairs).
+def _svdvals_vjp_forward(x: Any) -> Any:
+    a, k = x[..., :-1, :], min(x.shape[-2] - 1, x.shape[-1])
+    u, _, vh = np.linalg.svd(a, full_matrices=False)
+    return (u * np.real(x[..., -1:, :k])) @ vh
+
+
+def _svdvals_parts(x: Any) -> tuple:
+    m, n = np.shape(raw(x))[-2] - 1, np.shape(raw(x))[-1]
+    k = min(m, n)
+    a, g = _unpack(x, k)
+    u, s, vh = _svd_inside(a)
+    sd = whole_batch(s)
+    zero = sd <= _gap_rtol(sd.dtype) * sd.max(axis=-1, initial=0)[..., None]
+    near, _ = _near(s)
+    ok_p = ~(zero[..., :, None] & zero[..., None, :])
+    d_plus = where(ok_p, (_row(g) + _col(g)) / where(ok_p, _row(s) + _col(s), 1.0), 0.0)
+    g_s = where(zero, 0.0, g / where(zero, 1.0, s))
+    return m, n, k, a, g, u, s, _mH(vh), near, zero, d_plus, g_s
+
+
+def _zero_sv_second_order(zero: Any, z: Any, ta: Any, m: int, n: int, k: int, u: Any, v: Any, c: Any = None) -> None:
+    """At zero singular values the second derivative's g_i / s_i and (g_i + g_j) / (s_i + s_j) are 0/0
+    limits that neither mode can read off the gradient; raise where the tangent ``ta`` (or, with ``c``,
+    the cotangent) reaches them. ``z`` is U^H ta V (resp. U^H c V)."""
+    zd = np.broadcast_to(zero, np.shape(whole_batch(z))[:-1])
+    pairs = zd[..., :, None] & zd[..., None, :] & ~np.eye(k, dtype=bool)
+    used = [np.where(pairs, whole_batch(z), 0)]
+    if _is_complex(z):
+        used.append(np.imag(np.diagonal(whole_batch(z), 0, -2, -1)) * zd)
+    x = ta if c is None else c
+    if m > k:
+        used.append(whole_batch(matmul(x, v) - matmul(u, z)) * zd[..., None, :])
+    if n > k:
+        used.append(whole_batch(matmul(_mH(x), u) - matmul(v, _mH(z))) * zd[..., None, :])
+    if max(np.abs(r).max(initial=0) for r in used) > np.sqrt(_eps(raw(z).dtype)) * max(
+            np.abs(whole_batch(x)).max(initial=0), 1e-300):
+        raise ValueError("svdvals: the second derivative of a function of the singular values at a matrix "
+                         "with (nearly) zero singular values needs the limits g_i / s_i as s_i -> 0, which "
+                         "the gradient does not determine (e.g. 2 for ||A||_F^2, inf for ||A||_*); "
+                         "regularise the matrix or use a formula without singular values "
+                         "(||A||_F^2 = (A * A).sum())")
+
+
+def _svdvals_vjp_jvp(t: Any, out: Any, x: Any) -> Any:
+    m, n, k, a, g, u, s, v, near, zero, d_plus, g_s = _svdvals_parts(x)
+    ta, tg = _unpack(t, k)
+    p = matmul(matmul(_mH(u), ta), v)
+    if zero.any():
+        _zero_sv_second_order(zero, p, ta, m, n, k, u, v)
+    near = near & ~zero[..., None]
+    if near.any():
+        _check_order(x, near, p, s, "svdvals", "singular values", 2)
+        outer = _outer_ps(x, v, u, rows=m)
+        v, p, u = _adapt(v, near, p, outer, u, descending=True)
+        if outer:
+            _check_mixed((p + _mH(p)) * 0.5, near, s, "svdvals", "singular values")
+    ph = _mH(p)
+    inner = (_diag_embed(tg) + _divided(g, s, near, tg, real(_diag(p))) * ((p + ph) * 0.5)
+             + d_plus * ((p - ph) * 0.5))
+    dg = matmul(matmul(u, inner), _mH(v))
+    if m > k:
+        dg = dg + matmul((matmul(ta, v) - matmul(u, p)) * _row(g_s), _mH(v))
+    if n > k:
+        dg = dg + matmul(u * _row(g_s), matmul(_mH(u), ta) - matmul(p, _mH(v)))
+    return dg
+
+
+def _svdvals_vjp_vjp(c: Any, out: Any, x: Any) -> Any:
+    m, n, k, a, g, u, s, v, near, zero, d_plus, g_s = _svdvals_parts(x)
+    xc = matmul(matmul(_mH(u), c), v)
+    xh = _mH(xc)
+    herm_x = (xc + xh) * 0.5
+    if near.any():
+        _check_reverse_blocks(herm_x, near & ~(zero[..., :, None] & zero[..., None, :]), whole_batch(s), "svdvals",
+                              "singular values")
+    if zero.any():
+        _zero_sv_second_order(zero, xc, None, m, n, k, u, v, c)
+    ga = matmul(matmul(u, _divided(g, s, near) * herm_x + d_plus * ((xc - xh) * 0.5)), _mH(v))
+    if m > k:
+        ga = ga + matmul((matmul(c, v) - matmul(u, xc)) * _row(g_s), _mH(v))
+    if n > k:
+        ga = ga + matmul(u * _row(g_s), matmul(_mH(u), c) - matmul(xc, _mH(v)))
+    gg = _as_dtype(real(_diag(xc)), raw(ga).dtype)
+    if k < n:
+        gg = concatenate([gg, np.zeros(np.shape(raw(gg))[:-1] + (n - k,), raw(ga).dtype)], axis=-1)
+    return concatenate([ga, expand_dims(gg, -2)], axis=-2)
+
+
+SVDVALS_VJP = defprim("svdvals_vjp", _svdvals_vjp_forward, vjps=(_svdvals_vjp_vjp,), jvps=(_svdvals_vjp_jvp,),
+                      saves="x", flops=lambda out, x, **p: _svd_flops(out, x[..., :-1, :]), kind="matmul",
+                      autocast="float32", complex="own",
+                      hint="svdvals_vjp expects [A; g]: matrices (..., m, n) with a row of min(m, n) values.")
 
 
 class SVDResult(NamedTuple):
@@ -632,7 +1032,7 @@ def svdvals(a: Any) -> Any:
 
 
 # ----- composites -----
-for _prim in (EIGH, EIGVALSH, SVD, SVDVALS):
+for _prim in (EIGH, EIGVALSH, EIGVALSH_VJP, SVD, SVDVALS, SVDVALS_VJP):
     set_batch(_prim, batch_unary)
 
 

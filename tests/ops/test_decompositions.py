@@ -7,6 +7,7 @@ NumPy/SciPy's exact values, dtypes and result types, batching, gauge-invariant l
 clear errors where a derivative does not exist.
 """
 import numpy as np
+import op_specs  # noqa: F401  (the table first: it imports the rows file below at its end)
 import pytest
 import scipy.linalg
 from op_specs_decompositions import COMPLEX_SPECS, SPECS
@@ -168,6 +169,26 @@ def test_eig_repeated_eigenvalues(rng):
     t = rng.standard_normal((3, 3))
     _, tangent = cr.jvp(D.eigvals, (cr.tensor(np.eye(3)),), (cr.tensor(t),))
     assert np.isfinite(tangent.data).all() and np.isclose(tangent.data.sum(), np.trace(t))   # eigvals: defined
+
+
+def test_eigvals_second_order_at_repeated_eigenvalues_refuses_with_advice_that_works(rng):
+    # issue 26, item 11: the advice named eigvals itself; and reverse-over-reverse returned 0 silently
+    e = np.array([[0.0, 1.0], [1.0, 0.0]])
+    f = lambda t: cr.sum(cr.real(D.eigvals(np.eye(2) + t * e) ** 2))          # noqa: E731
+    advice = r"eigvals: the second derivative .*repeated eigenvalues.*trace\(matrix_power\(A, k\)\).*eigvalsh"
+    with pytest.raises(ValueError, match=advice):
+        cr.grad(cr.grad(f))(cr.tensor(0.0))
+    with pytest.raises(ValueError, match=advice):
+        cr.hvp(lambda a: cr.sum(cr.real(D.eigvals(a) ** 2)), (np.eye(2),), (e,))
+    # the advice: sum(lambda^2) = trace(A^2), and eigvalsh for this symmetric matrix, are exact there
+    g = lambda t: cr.trace(cr.linalg.matrix_power(np.eye(2) + t * e, 2))       # noqa: E731
+    assert float(cr.grad(cr.grad(g))(cr.tensor(0.0))) == pytest.approx(4.0)
+    assert cr.hvp(lambda t: cr.sum(cr.linalg.eigvalsh(np.eye(2) + t * e) ** 2), (np.array(0.0),),
+                  (np.array(1.0),))[0] == pytest.approx(4.0)
+    # with distinct eigenvalues both modes are exact (2 tr(B^2))
+    b = rng.standard_normal((2, 2))
+    f2 = lambda t: cr.sum(cr.real(D.eigvals(np.diag([1.0, 2.0]) + t * b) ** 2))   # noqa: E731
+    assert float(cr.grad(cr.grad(f2))(cr.tensor(0.0))) == pytest.approx(2 * np.trace(b @ b))
 
 
 def test_eig_rejects_non_square():

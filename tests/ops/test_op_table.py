@@ -83,7 +83,8 @@ AUTOCAST_FLOAT32 = {"exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "re
                     "softplus", "sinh", "cosh", "tan", "arcsin", "arccos", "sum", "prod", "cumsum",
                     "cumprod", "logsumexp", "softmax", "log_softmax", "softmax_cross_entropy", "inv",
                     "solve", "det", "logabsdet", "cholesky", "cholesky_hermitian", "eig", "eigh", "eigvals",
-                    "eigvalsh", "logdet", "matrix_exp", "pinv", "qr", "solve_triangular", "svd", "svdvals", "erfinv"}
+                    "eigvalsh", "eigvalsh_vjp", "logdet", "matrix_exp", "pinv", "qr", "solve_triangular",
+                    "svd", "svdvals", "svdvals_vjp", "erfinv"}
 
 
 def test_the_declared_policies():
