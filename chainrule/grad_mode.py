@@ -51,6 +51,20 @@ def _set(d: dict, name: str, value: Any) -> None:
 STATE = _State()
 
 
+class _Process:
+    """Process-wide settings (unlike ``STATE``, the same in every thread) that lower layers read:
+    ``group``, the ``cr.distributed`` process group (its ``rank`` and ``size``) while one is
+    initialized, so ``cr.data.DistributedSampler`` takes them from it without importing upward."""
+
+    __slots__ = ("group",)
+
+    def __init__(self) -> None:
+        self.group: Any = None
+
+
+PROCESS = _Process()
+
+
 class state_scope:
     """Set fields of this thread's state for a ``with`` block, restoring them after.
 

@@ -2,7 +2,9 @@
 
 ``cr.stats.norm.logpdf(x, loc=0, scale=1)``, ``cr.stats.gamma.cdf(x, a, loc=0, scale=1)``,
 ``cr.stats.poisson.logpmf(k, mu, loc=0)``, the frozen form ``cr.stats.norm(loc, scale).logpdf(x)``,
-``cr.stats.multivariate_normal.logpdf(x, mean, cov)`` and ``cr.stats.dirichlet.logpdf(x, alpha)``.
+``cr.stats.multivariate_normal.logpdf(x, mean, cov)`` and ``cr.stats.dirichlet.logpdf(x, alpha)``; also
+``sf`` and ``logsf``, and ``ppf`` and ``isf`` where the inverse has a differentiable closed form. A
+missing method's AttributeError lists the ones a distribution has.
 Every density is a composite of chainrule ops and ``cr.special`` functions written with SciPy's own
 formulas, so values agree with ``scipy.stats`` to rounding, and derivatives of any order work in
 both modes. SciPy's conventions are kept: outside the support a log density is -inf and a density
@@ -112,6 +114,32 @@ def _with_value(value: np.ndarray, f: Any) -> Any:
     return (f - f.detach()) + value.astype(f.dtype)
 
 
+class _Methods:
+    """Every distribution: a method it lacks (one SciPy has, or a typo) raises an AttributeError
+    that lists the ones it has."""
+
+    name = ""
+    NOT_HERE: dict = {}         # SciPy's methods missing here, and why
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        why = f" ({self.NOT_HERE[name]})" if name in self.NOT_HERE else ""
+        raise AttributeError(f"cr.stats.{self.name} has no method {name!r}{why}; it has "
+                             f"{', '.join(self.methods())}")
+
+    @classmethod
+    def methods(cls) -> list:
+        """The public methods, by SciPy's names."""
+        return [n for n in dir(cls) if not n.startswith("_") and n != "methods" and callable(getattr(cls, n))]
+
+
+def _no_inverse(dist: str, inverse: str) -> dict:
+    """Why a distribution has no ppf and isf: the inverse special function is not differentiable here."""
+    return {m: f"its inverse needs scipy.special.{inverse}, which has no differentiable version in "
+               f"cr.special; use scipy.stats.{dist}.{m} on plain values" for m in ("ppf", "isf")}
+
+
 class _Frozen:
     """A distribution with its parameters fixed: ``cr.stats.norm(1.0, 2.0).logpdf(x)``."""
 
@@ -126,13 +154,14 @@ class _Frozen:
             def frozen(x: Any) -> Any:
                 return method(x, *self.args, **self.kwds)
             return frozen
-        raise AttributeError(f"frozen {self.dist.name} has no attribute {name!r}")
+        raise AttributeError(f"frozen cr.stats.{self.dist.name} has no method {name!r}; it has "
+                             f"{', '.join(type(self.dist).METHODS)}")
 
     def __repr__(self) -> str:
         return f"<frozen cr.stats.{self.dist.name}>"
 
 
-class _Dist:
+class _Dist(_Methods):
     """The parts SciPy's rv_continuous and rv_discrete share: argument parsing and freezing."""
 
     shape_names: tuple = ()
@@ -177,9 +206,9 @@ class _Dist:
 
 
 class _Continuous(_Dist):
-    """SciPy's rv_continuous: logpdf, pdf, cdf, logcdf of ``(x - loc) / scale`` in standard form."""
+    """SciPy's rv_continuous: logpdf, pdf, cdf, logcdf, sf, logsf of ``(x - loc) / scale`` in standard form."""
 
-    METHODS = ("logpdf", "pdf", "cdf", "logcdf")
+    METHODS = ("logpdf", "pdf", "cdf", "logcdf", "sf", "logsf")
     a, b = -np.inf, np.inf      # the standard form's support
     inside = 0.0                # a point inside it
 
@@ -243,7 +272,23 @@ class _Continuous(_Dist):
             val = self._logcdf(zs, *ss)
             return _finish(_fill(cond, val, -np.inf, bad, ((zd >= self.b) & cond0, 0.0)), tensor)
 
-    # the standard form; _pdf and _logcdf have SciPy's defaults
+    def sf(self, x: Any, *args: Any, **kwds: Any) -> Any:
+        z, zd, shapes, shd, scale, cond0, tensor = self._standard(x, args, kwds, "sf")
+        with np.errstate(all="ignore"):
+            cond, bad = self._conds(zd, cond0, False)
+            zs, ss, _ = self._safe(cond, z, shapes)
+            val = self._sf(zs, *ss)
+            return _finish(_fill(cond, val, 0.0, bad, ((zd <= self.a) & cond0, 1.0)), tensor)
+
+    def logsf(self, x: Any, *args: Any, **kwds: Any) -> Any:
+        z, zd, shapes, shd, scale, cond0, tensor = self._standard(x, args, kwds, "logsf")
+        with np.errstate(all="ignore"):
+            cond, bad = self._conds(zd, cond0, False)
+            zs, ss, _ = self._safe(cond, z, shapes)
+            val = self._logsf(zs, *ss)
+            return _finish(_fill(cond, val, -np.inf, bad, ((zd <= self.a) & cond0, 0.0)), tensor)
+
+    # the standard form; _pdf, _logcdf, _sf and _logsf have SciPy's defaults
     def _pdf(self, z: Any, *shapes: Any) -> Any:
         return ops.exp(self._logpdf(z, *shapes))
 
@@ -257,11 +302,52 @@ class _Continuous(_Dist):
     def _sf(self, z: Any, *shapes: Any) -> Any:
         return 1.0 - self._cdf(z, *shapes)
 
+    def _logsf(self, z: Any, *shapes: Any) -> Any:
+        """SciPy's rv_continuous._logsf: log(sf) above the median, log1p(-cdf) below it."""
+        med = np.asarray(self._median(*[_np(s) for s in shapes]), np.float64)
+        med = np.broadcast_to(med, np.broadcast_shapes(med.shape, _np(z).shape))
+        return _split(_np(z) > med, z, med, lambda z: ops.log(self._sf(z, *shapes)),
+                      lambda z: ops.log1p(-self._cdf(z, *shapes)))
+
+
+class _Invertible(_Continuous):
+    """A continuous distribution whose quantile function has a differentiable form: also ``ppf``
+    (the inverse of the cdf) and ``isf`` (of the sf), as SciPy's (NaN outside [0, 1] and for invalid
+    parameters, the support's ends at q = 0 and 1), differentiable in q, loc and scale."""
+
+    METHODS = _Continuous.METHODS + ("ppf", "isf")
+
+    def ppf(self, q: Any, *args: Any, **kwds: Any) -> Any:
+        return self._quantile(q, args, kwds, "ppf", self._ppf, self.a, self.b)
+
+    def isf(self, q: Any, *args: Any, **kwds: Any) -> Any:
+        return self._quantile(q, args, kwds, "isf", self._isf, self.b, self.a)
+
+    def _quantile(self, q: Any, args: tuple, kwds: dict, method: str, f: Any, at0: float, at1: float) -> Any:
+        shapes, loc, scale = self._parse(args, kwds, method)
+        (q, loc, scale, *shapes), tensor = _inputs(q, loc, scale, *shapes)
+        qd, shd = _np(q), [_np(s) for s in shapes]
+        with np.errstate(all="ignore"):
+            cond0 = np.asarray(self._argcheck(*shd)) & (_np(scale) > 0) & ~np.isnan(_np(loc))
+            cond0 = np.broadcast_to(cond0, np.broadcast_shapes(cond0.shape, qd.shape))
+            cond = cond0 & (0 < qd) & (qd < 1)
+            sc = _keep(cond0, scale, 1.0)
+            val = f(_keep(cond, q, 0.5), *[_keep(cond, s, v) for s, v in zip(shapes, self.safe_shapes)]) * sc + loc
+            out = _fill(cond, val, np.nan, np.zeros((), bool))
+            for end, at in ((at0, cond0 & (qd == 0)), (at1, cond0 & (qd == 1))):
+                if at.any():
+                    out = ops.where(at, end * sc + loc if np.isfinite(end) else end, out)
+            return _finish(out, tensor)
+
+    def _isf(self, q: Any, *shapes: Any) -> Any:
+        return self._ppf(1.0 - q, *shapes)
+
 
 class _Discrete(_Dist):
-    """SciPy's rv_discrete: logpmf, pmf, cdf, logcdf of ``k - loc``."""
+    """SciPy's rv_discrete: logpmf, pmf, cdf, logcdf, sf, logsf of ``k - loc``."""
 
-    METHODS = ("logpmf", "pmf", "cdf", "logcdf")
+    METHODS = ("logpmf", "pmf", "cdf", "logcdf", "sf", "logsf")
+    NOT_HERE = {m: "a step function of q: use scipy.stats on plain values" for m in ("ppf", "isf")}
     extra = ("loc",)
     a = 0.0
 
@@ -315,8 +401,28 @@ class _Discrete(_Dist):
             top = np.broadcast_to(kd >= b, cond.shape)     # SciPy's order: 0 there, even over NaN
             return _finish(ops.where(top, 0.0, out) if top.any() else out, tensor)
 
+    def sf(self, k: Any, *args: Any, **kwds: Any) -> Any:
+        return self._survival(k, args, kwds, "sf", lambda v: v, 0.0, 1.0)
+
+    def logsf(self, k: Any, *args: Any, **kwds: Any) -> Any:
+        return self._survival(k, args, kwds, "logsf", ops.log, -np.inf, 0.0)
+
+    def _survival(self, k: Any, args: tuple, kwds: dict, method: str, f: Any, above: float, below: float) -> Any:
+        """SciPy's rv_discrete.sf/logsf: ``f(sf)`` on the support, ``below`` under it (and at -inf),
+        ``above`` from its top, NaN for invalid parameters and NaN k."""
+        k, kd, shapes, shd, cond0, tensor = self._standard(k, args, kwds, method)
+        with np.errstate(all="ignore"):
+            cond = cond0 & (kd >= self.a) & (kd < self._b(*shd)) & np.isfinite(kd)
+            _, ss = self._safe(cond, k, shapes)
+            kf = np.where(cond, np.floor(kd), 0.0).astype(_np(k).dtype)    # floor: no gradient
+            under = ((kd < self.a) | np.isneginf(kd)) & cond0
+            return _finish(_fill(cond, f(self._sf(kf, *ss)), above, ~cond0 | np.isnan(kd), (under, below)), tensor)
+
     def _pmf(self, k: Any, *shapes: Any) -> Any:
         return ops.exp(self._logpmf(k, *shapes))
+
+    def _sf(self, k: Any, *shapes: Any) -> Any:
+        return 1.0 - self._cdf(k, *shapes)
 
 
 # ----- continuous distributions -----
@@ -324,7 +430,7 @@ def _norm_logpdf(z: Any) -> Any:
     return -z ** 2 / 2.0 - _NORM_LOGC
 
 
-class norm_gen(_Continuous):
+class norm_gen(_Invertible):
     """Normal: ``norm.logpdf(x, loc=0, scale=1)`` (``scipy.stats.norm``).
 
     >>> import chainrule as cr
@@ -345,6 +451,18 @@ class norm_gen(_Continuous):
     def _logcdf(self, z: Any) -> Any:
         return S.log_ndtr(z)
 
+    def _sf(self, z: Any) -> Any:
+        return S.ndtr(-z)
+
+    def _logsf(self, z: Any) -> Any:
+        return S.log_ndtr(-z)
+
+    def _ppf(self, q: Any) -> Any:
+        return S.ndtri(q)
+
+    def _isf(self, q: Any) -> Any:
+        return -S.ndtri(q)
+
     def entropy(self, loc: Any = 0.0, scale: Any = 1.0) -> Any:
         """``0.5 log(2 pi e) + log(scale)``, NaN where scale <= 0; the shape of scale (as SciPy)."""
         (scale,), tensor = _inputs(scale)
@@ -357,6 +475,8 @@ class t_gen(_Continuous):
     """Student's t: ``t.logpdf(x, df, loc=0, scale=1)``; df = inf is the normal. The cdf's values are
     ``scipy.special.stdtr``'s, its derivatives those of the same function written with betainc (so df
     is not differentiable)."""
+
+    NOT_HERE = _no_inverse("t", "stdtrit")
 
     shape_names = ("df",)
     safe_shapes = (1.0,)
@@ -430,6 +550,8 @@ def _stdtr(z: Any, df: Any) -> Any:
 class gamma_gen(_Continuous):
     """Gamma: ``gamma.logpdf(x, a, loc=0, scale=1)``; the cdf is gammainc (a not differentiable)."""
 
+    NOT_HERE = _no_inverse("gamma", "gammaincinv")
+
     shape_names = ("a",)
     safe_shapes = (1.0,)
     a, inside = 0.0, 1.0
@@ -449,6 +571,8 @@ class gamma_gen(_Continuous):
 
 class beta_gen(_Continuous):
     """Beta: ``beta.logpdf(x, a, b, loc=0, scale=1)``; the cdf is betainc (a, b not differentiable)."""
+
+    NOT_HERE = _no_inverse("beta", "betaincinv")
 
     shape_names = ("a", "b")
     safe_shapes = (1.0, 1.0)
@@ -470,6 +594,8 @@ class beta_gen(_Continuous):
 class chi2_gen(_Continuous):
     """Chi-squared: ``chi2.logpdf(x, df, loc=0, scale=1)``; the cdf is gammainc (df not differentiable)."""
 
+    NOT_HERE = _no_inverse("chi2", "gammaincinv")
+
     shape_names = ("df",)
     safe_shapes = (1.0,)
     a, inside = 0.0, 1.0
@@ -487,7 +613,7 @@ class chi2_gen(_Continuous):
         return 2 * _sc.gammaincinv(df / 2, 0.5)
 
 
-class laplace_gen(_Continuous):
+class laplace_gen(_Invertible):
     """Laplace: ``laplace.logpdf(x, loc=0, scale=1)``. The log density and log cdf are -|z| - log 2 and
     z - log 2 for z < 0, finite where SciPy's log(0.5 exp(-|z|)) underflows to -inf (|z| > 745)."""
 
@@ -503,8 +629,20 @@ class laplace_gen(_Continuous):
     def _logcdf(self, z: Any) -> Any:
         return _split(_np(z) < 0, z, 0.0, lambda z: z - _LN2, lambda z: ops.log1p(-0.5 * ops.exp(-z)))
 
+    def _sf(self, z: Any) -> Any:
+        return self._cdf(-z)
 
-class cauchy_gen(_Continuous):
+    def _logsf(self, z: Any) -> Any:
+        return self._logcdf(-z)
+
+    def _ppf(self, q: Any) -> Any:
+        return _split(_np(q) > 0.5, q, 0.5, lambda q: -ops.log(2.0 * (1.0 - q)), lambda q: ops.log(2.0 * q))
+
+    def _isf(self, q: Any) -> Any:
+        return -self._ppf(q)
+
+
+class cauchy_gen(_Invertible):
     """Cauchy: ``cauchy.logpdf(x, loc=0, scale=1)``."""
 
     def _logpdf(self, z: Any) -> Any:
@@ -521,11 +659,20 @@ class cauchy_gen(_Continuous):
     def _sf(self, z: Any) -> Any:
         return ops.arctan2(1.0, z) / math.pi
 
+    def _ppf(self, q: Any) -> Any:
+        """Boost's (SciPy's) -1/tan(pi q), with q - 1 for q > 1/2 (the period: no rounding of 1 - q), as
+        -cos/sin, whose derivatives do not cancel near q = 1/2 (tan's pole)."""
+        angle = math.pi * ops.where(_np(q) > 0.5, q - 1.0, q)
+        return -ops.cos(angle) / ops.sin(angle)
+
+    def _isf(self, q: Any) -> Any:
+        return -self._ppf(q)
+
     def _median(self) -> Any:
         return 0.0
 
 
-class expon_gen(_Continuous):
+class expon_gen(_Invertible):
     """Exponential: ``expon.logpdf(x, loc=0, scale=1)`` (scale = 1 / rate)."""
 
     a, inside = 0.0, 1.0
@@ -542,11 +689,20 @@ class expon_gen(_Continuous):
     def _sf(self, z: Any) -> Any:
         return ops.exp(-z)
 
+    def _logsf(self, z: Any) -> Any:
+        return -z
+
+    def _ppf(self, q: Any) -> Any:
+        return -ops.log1p(-q)
+
+    def _isf(self, q: Any) -> Any:
+        return -ops.log(q)
+
     def _median(self) -> Any:
         return _LN2
 
 
-class uniform_gen(_Continuous):
+class uniform_gen(_Invertible):
     """Uniform on [loc, loc + scale]: ``uniform.logpdf(x, loc=0, scale=1)``."""
 
     a, b, inside = 0.0, 1.0, 0.5
@@ -560,11 +716,14 @@ class uniform_gen(_Continuous):
     def _cdf(self, z: Any) -> Any:
         return z
 
+    def _ppf(self, q: Any) -> Any:
+        return q
+
     def _median(self) -> Any:
         return 0.5
 
 
-class logistic_gen(_Continuous):
+class logistic_gen(_Invertible):
     """Logistic: ``logistic.logpdf(x, loc=0, scale=1)``."""
 
     def _logpdf(self, z: Any) -> Any:
@@ -576,6 +735,18 @@ class logistic_gen(_Continuous):
 
     def _logcdf(self, z: Any) -> Any:
         return S.log_expit(z)
+
+    def _sf(self, z: Any) -> Any:
+        return S.expit(-z)
+
+    def _logsf(self, z: Any) -> Any:
+        return S.log_expit(-z)
+
+    def _ppf(self, q: Any) -> Any:
+        return S.logit(q)
+
+    def _isf(self, q: Any) -> Any:
+        return -S.logit(q)
 
 
 # ----- discrete distributions -----
@@ -599,6 +770,9 @@ class poisson_gen(_Discrete):
 
     def _cdf(self, k: Any, mu: Any) -> Any:
         return S.gammaincc(k + 1, mu)
+
+    def _sf(self, k: Any, mu: Any) -> Any:
+        return S.gammainc(k + 1, mu)
 
 
 class binom_gen(_Discrete):
@@ -625,6 +799,9 @@ class binom_gen(_Discrete):
             n = ops.where(full, _np(k) + 1.0, n) if isinstance(n, Tensor) else np.where(full, _np(k) + 1.0, n)
         return S.betainc(n - k, k + 1, 1.0 - p)
 
+    def _sf(self, k: Any, n: Any, p: Any) -> Any:
+        return S.betainc(k + 1, n - k, p)         # (k < n here: the caller puts 0 from n on)
+
 
 class bernoulli_gen(binom_gen):
     """Bernoulli: ``bernoulli.logpmf(k, p, loc=0)`` (binom with n = 1, as SciPy)."""
@@ -644,13 +821,16 @@ class bernoulli_gen(binom_gen):
     def _cdf(self, k: Any, p: Any) -> Any:
         return binom_gen._cdf(self, k, np.ones_like(_np(k)), p)
 
+    def _sf(self, k: Any, p: Any) -> Any:
+        return binom_gen._sf(self, k, 1.0, p)
+
 
 # ----- multivariate -----
 def _squeeze_output(out: Any, tensor: Any) -> Any:
     return _finish(ops.squeeze(out) if np.ndim(_np(out)) else out, tensor)
 
 
-class multivariate_normal_gen:
+class multivariate_normal_gen(_Methods):
     """Multivariate normal: ``multivariate_normal.logpdf(x, mean=None, cov=1)`` (``scipy.stats``'), the
     last axis of x the components; cov a matrix, a vector (diagonal) or a number. Through cholesky
     and a triangular solve: differentiable in x, mean and cov (a symmetric gradient, as PyTorch's).
@@ -724,7 +904,7 @@ class multivariate_normal_gen:
         return -0.5 * (dim * _LOG_2PI + log_det + maha), tensor
 
 
-class dirichlet_gen:
+class dirichlet_gen(_Methods):
     """Dirichlet: ``dirichlet.logpdf(x, alpha)`` (``scipy.stats``'): alpha a vector of K > 0, the FIRST
     axis of x the components (K, or K - 1 with the last 1 - sum); x is checked as SciPy does
     (ValueError off the simplex). Differentiable in x and alpha.

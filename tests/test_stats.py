@@ -47,9 +47,13 @@ DISCRETE = [
     ("bernoulli", K_INT, [((0.3,), {}), ((0.0,), {}), ((1.0,), {}), ((1.2,), {}),
                           ((np.array([[0.1], [0.8]]),), {})]),
 ]
-CASES = [(n, m, x, a, k) for n, x, sets in CONTINUOUS for m in ("logpdf", "pdf", "cdf", "logcdf")
+Q = np.array([-0.1, 0.0, 1e-300, 1e-12, 0.01, 0.3, 0.5, 0.77, 1 - 1e-9, 1.0, 1.5, np.nan])
+INVERTIBLE = ("norm", "laplace", "cauchy", "expon", "uniform", "logistic")   # ppf and isf in closed form
+CASES = [(n, m, x, a, k) for n, x, sets in CONTINUOUS for m in ("logpdf", "pdf", "cdf", "logcdf", "sf", "logsf")
          for a, k in sets]
-CASES += [(n, m, x, a, k) for n, x, sets in DISCRETE for m in ("logpmf", "pmf", "cdf", "logcdf") for a, k in sets]
+CASES += [(n, m, Q, a, k) for n, x, sets in CONTINUOUS if n in INVERTIBLE for m in ("ppf", "isf") for a, k in sets]
+CASES += [(n, m, x, a, k) for n, x, sets in DISCRETE for m in ("logpmf", "pmf", "cdf", "logcdf", "sf", "logsf")
+          for a, k in sets]
 
 
 def _ids(case):
@@ -257,6 +261,57 @@ def test_multivariate_normal_and_dirichlet_gradcheck():
     xs = np.array([[0.2, 0.1], [0.3, 0.6]])            # K - 1 components: perturbations stay on the simplex
     assert cr.gradcheck(lambda x, al: cr.stats.dirichlet.logpdf(x, al), [_t(xs), _t([1.5, 2.0, 0.7])],
                         modes=("rev", "fwd"))
+
+
+# sf, logsf (every distribution) and ppf, isf (those with a closed-form inverse): every order, both modes
+SURVIVAL = [(n, a, k) for n, a, k in [
+    ("norm", [], {}), ("t", [3.5], {}), ("gamma", [2.5], {}), ("beta", [2.0, 3.5], {}), ("chi2", [3.0], {}),
+    ("laplace", [], {}), ("cauchy", [], {}), ("expon", [], {}), ("uniform", [], {}), ("logistic", [], {})]]
+X_FOR = {"beta": [0.1, 0.4, 0.8], "uniform": [0.3, 0.5, 0.8], "gamma": [0.4, 1.3, 5.0], "chi2": [0.4, 2.0, 6.0],
+         "expon": [0.3, 1.0, 4.0]}
+
+
+@pytest.mark.parametrize("name,args,kwds", SURVIVAL, ids=[c[0] for c in SURVIVAL])
+@pytest.mark.parametrize("method", ["sf", "logsf"])
+def test_sf_and_logsf_gradients(name, args, kwds, method):
+    fn = getattr(getattr(cr.stats, name), method)
+    x = X_FOR.get(name, [-2.0, 0.5, 3.0])
+    assert cr.gradcheck(lambda x, s: fn(x, *args, loc=0.05, scale=s), [_t(x), _t(1.3)], modes=("rev", "fwd"))
+    assert cr.gradgradcheck(lambda x, s: fn(x, *args, loc=0.05, scale=s), [_t(x), _t(1.3)])
+    np.testing.assert_allclose(fn(np.array(x), *args) + 0, getattr(getattr(st, name), method)(x, *args),
+                               rtol=1e-12)
+
+
+@pytest.mark.parametrize("name", ["norm", "laplace", "cauchy", "expon", "uniform", "logistic"])
+@pytest.mark.parametrize("method", ["ppf", "isf"])
+def test_ppf_and_isf_are_differentiable_inverses(name, method):
+    fn = getattr(getattr(cr.stats, name), method)
+    q = [0.02, 0.3, 0.45, 0.7, 0.97]                        # (laplace's second derivative jumps at 1/2)
+    assert cr.gradcheck(lambda q, l, s: fn(q, loc=l, scale=s), [_t(q), _t(0.2), _t(1.7)], modes=("rev", "fwd"))
+    assert cr.gradgradcheck(lambda q, s: fn(q, loc=0.2, scale=s), [_t(q), _t(1.7)])
+    # the inverse of the cdf (sf): d ppf / dq = 1 / pdf(ppf(q)), and its second derivative is exact
+    qt = _t(q)
+    x = fn(qt, loc=0.2, scale=1.7)
+    back = (cr.stats.__dict__[name].cdf if method == "ppf" else cr.stats.__dict__[name].sf)(x, loc=0.2, scale=1.7)
+    np.testing.assert_allclose(back.data, q, rtol=1e-13)
+    x.sum().backward()
+    sign = 1 if method == "ppf" else -1
+    np.testing.assert_allclose(qt.grad.data, sign / getattr(st, name).pdf(x.data, loc=0.2, scale=1.7), rtol=1e-10)
+
+
+def test_missing_methods_list_the_ones_there_are():
+    with pytest.raises(AttributeError, match=r"cr.stats.gamma has no method 'ppf' \(.*gammaincinv.*"
+                                             r"scipy.stats.gamma.ppf.*\); it has cdf, logcdf, logpdf, logsf, pdf, sf"):
+        cr.stats.gamma.ppf(0.5, 2.0)
+    with pytest.raises(AttributeError, match="norm has no method 'rvs'; it has cdf, entropy, isf, .*ppf, sf"):
+        cr.stats.norm.rvs(0.5)
+    with pytest.raises(AttributeError, match="poisson has no method 'isf' .*step function.*logsf, pmf, sf"):
+        cr.stats.poisson.isf(0.5)
+    with pytest.raises(AttributeError, match="frozen cr.stats.t has no method 'ppf'; it has logpdf, .*sf, logsf"):
+        cr.stats.t(3.0).ppf(0.5)
+    with pytest.raises(AttributeError, match="multivariate_normal has no method 'cdf'; it has logpdf, pdf"):
+        cr.stats.multivariate_normal.cdf(0.5)
+    assert not hasattr(cr.stats.dirichlet, "sf") and cr.stats.norm(1.0, 2.0).isf(0.3) == st.norm(1.0, 2.0).isf(0.3)
 
 
 def test_outside_support_and_bad_parameters_have_zero_gradient():

@@ -8,6 +8,7 @@ from typing import Any, Iterable, Iterator
 
 from .._backend import np
 from ..errors import ChainruleError
+from ..grad_mode import PROCESS
 from ..random import get_generator
 from ..tensor import Tensor
 
@@ -188,9 +189,9 @@ class DistributedSampler:
     every replica must hold one in the same state. ``python -m chainrule train --nproc N`` passes the
     generator that initialized the model, so N processes shuffle exactly as one process does.
 
-    ``num_replicas`` and ``rank`` must be given: the data layer sits below ``cr.distributed``, so
-    under data parallelism pass ``num_replicas=cr.distributed.get_world_size(),
-    rank=cr.distributed.get_rank()``; a single process passes ``num_replicas=1, rank=0``.
+    ``num_replicas`` and ``rank`` default, as in PyTorch, to the world size and this process's rank
+    in the ``cr.distributed`` process group; without an initialized group pass them (a single
+    process: ``num_replicas=1, rank=0``).
 
     >>> import chainrule as cr
     >>> [list(cr.data.DistributedSampler(10, num_replicas=4, rank=r, shuffle=False)) for r in range(4)]
@@ -200,9 +201,14 @@ class DistributedSampler:
     def __init__(self, dataset_or_n: Any, num_replicas: int | None = None, rank: int | None = None,
                  shuffle: bool = True, seed: int = 0, drop_last: bool = False, generator: Any = None) -> None:
         if num_replicas is None or rank is None:
-            raise ValueError("DistributedSampler: pass num_replicas= and rank= (with cr.distributed: "
-                             "num_replicas=cr.distributed.get_world_size(), rank=cr.distributed.get_rank(); "
-                             "one process: num_replicas=1, rank=0)")
+            group = PROCESS.group              # registered by cr.distributed.init_process_group
+            if group is None:
+                raise ValueError("DistributedSampler: no cr.distributed process group is initialized, so "
+                                 "num_replicas= and rank= cannot be taken from it: call "
+                                 "cr.distributed.init_process_group() first, or pass them (one process: "
+                                 "num_replicas=1, rank=0)")
+            num_replicas = group.size if num_replicas is None else num_replicas
+            rank = group.rank if rank is None else rank
         n = dataset_or_n if isinstance(dataset_or_n, (int, np.integer)) else len(dataset_or_n)
         if n < 0:
             raise ValueError(f"DistributedSampler: the dataset size must be >= 0, got {n}")

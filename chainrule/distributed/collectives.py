@@ -29,6 +29,7 @@ from typing import Any, Callable
 from .. import random
 from .._backend import np
 from ..errors import ChainruleError
+from ..grad_mode import PROCESS
 from ..tensor import Tensor
 
 try:
@@ -246,14 +247,14 @@ def init_process_group(backend: str | None = None, timeout: float = 30.0) -> Non
     if backend not in ("mpi", "self"):
         raise ValueError(f"init_process_group: backend must be 'mpi', 'self' or None (detect), got {backend!r}")
     if backend == "self":
-        _GROUP = _Group("self", timeout)
+        _GROUP = PROCESS.group = _Group("self", timeout)
         return
     if mpi4py is None:
         why = (f"this process was started by an MPI launcher ({launcher} is set)" if launcher
                else "backend='mpi' was asked for")
         raise DistributedError(f"init_process_group: {why} but mpi4py is not installed; {_EXTRA}")
     mpi = importlib.import_module("mpi4py.MPI")
-    _GROUP = _Group("mpi", timeout, mpi.COMM_WORLD.Dup(), mpi)
+    _GROUP = PROCESS.group = _Group("mpi", timeout, mpi.COMM_WORLD.Dup(), mpi)
     if _GROUP.size > 1:
         if not getattr(sys.excepthook, "_chainrule_abort", False):
             sys.excepthook = _excepthook(sys.excepthook)
@@ -291,6 +292,7 @@ def destroy_process_group() -> None:
     """Leave the group (its communicator is freed unless it is broken); MPI stays initialized."""
     global _GROUP
     g, _GROUP = _GROUP, None
+    PROCESS.group = None
     if g is not None and g.comm is not None and not g.broken:
         g.comm.Free()
         g.ctrl.Free()

@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from typing import Any, Iterator, Sequence
 
 from .._backend import np
-from ..errors import DTypeError, ShapeError
+from ..errors import DTypeError, LinAlgError, ShapeError
 from ..tensor import Tensor
 from ._registry import _python_array
 from .elementwise import astype, conj, copy, where
@@ -42,7 +42,7 @@ def _named(name: str) -> Iterator[None]:
     function the user called: "matrix_power(a, -2): inv: cannot apply to ..."."""
     try:
         yield
-    except (ShapeError, DTypeError) as e:
+    except (ShapeError, DTypeError, LinAlgError) as e:
         raise type(e)(f"{name}: {e}") from None
 
 

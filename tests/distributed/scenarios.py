@@ -309,5 +309,19 @@ def resume_load():
     dist.destroy_process_group()
 
 
+def sampler():
+    """DistributedSampler without num_replicas=/rank=: both from the process group, as in PyTorch."""
+    dist.init_process_group(timeout=30)
+    r, n = dist.get_rank(), dist.get_world_size()
+    implicit = cr.data.DistributedSampler(11, seed=3)
+    explicit = cr.data.DistributedSampler(11, num_replicas=n, rank=r, seed=3)
+    rows = [None] * n
+    dist.gather_object({"rank": r, "replicas": implicit.num_replicas, "sampler_rank": implicit.rank,
+                        "same": list(implicit) == list(explicit), "indices": list(implicit)}, rows)
+    if r == 0:                                      # one line: the ranks' prints would interleave
+        print(json.dumps(rows), flush=True)
+    dist.destroy_process_group()
+
+
 if __name__ == "__main__":
     globals()[sys.argv[1]]()

@@ -240,6 +240,18 @@ def test_ranks_that_end_without_destroying_the_group_exit_cleanly(n):
 
 
 @needs_mpi
+@pytest.mark.parametrize("n", [2, 4])
+def test_distributed_sampler_takes_rank_and_world_size_from_the_group(n):
+    out = mpiexec(n, "scenarios.py", "sampler")
+    assert out.returncode == 0, out.stderr[-3000:]
+    rows = json.loads(next(x for x in out.stdout.splitlines() if x.startswith("[")))
+    got = [(d["rank"], d["replicas"], d["sampler_rank"], d["same"]) for d in rows]
+    assert got == [(r, n, r, True) for r in range(n)]
+    everything = [i for d in rows for i in d["indices"]]
+    assert set(everything) == set(range(11)) and len(everything) == -(-11 // n) * n       # all, padded
+
+
+@needs_mpi
 def test_unseeded_generators_differ_across_ranks_and_manual_seed_is_exact():
     out = mpiexec(4, "scenarios.py", "seeds")
     assert out.returncode == 0, out.stderr[-3000:]

@@ -2,13 +2,19 @@
 from __future__ import annotations
 
 import itertools
+import os
+import threading
+import types
 from collections import Counter
 
 import numpy as np
 import pytest
 
 import chainrule as cr
+import chainrule.distributed as dist
 from chainrule.data import DataLoader, DistributedSampler
+from chainrule.distributed import collectives
+from chainrule.grad_mode import PROCESS
 
 COMBOS = [(n, r, d) for n in (0, 1, 2, 3, 5, 7, 8, 10, 16, 17, 31, 100, 101)
           for r in (1, 2, 3, 4, 7, 8) for d in (False, True)]
@@ -145,3 +151,28 @@ def test_dataloader_len_equals_torch_with_a_sampler():
 
 def test_exported_from_cr_data():
     assert cr.data.DistributedSampler is DistributedSampler
+
+
+def test_rank_and_world_size_come_from_the_process_group(monkeypatch):
+    for k in [k for k in os.environ if collectives.launched_by_mpi({k: os.environ[k], "SLURM_NTASKS": "2"})]:
+        monkeypatch.delenv(k)
+    dist.init_process_group()                               # a world of one
+    try:
+        s = DistributedSampler(10, shuffle=False)
+        assert (s.num_replicas, s.rank, list(s)) == (1, 0, list(range(10)))
+    finally:
+        dist.destroy_process_group()
+    assert PROCESS.group is None
+    with pytest.raises(ValueError, match="no cr.distributed process group is initialized"):
+        DistributedSampler(10)
+    # a group of 4 seen from rank 2 (what init_process_group registers under mpiexec -n 4)
+    monkeypatch.setattr(PROCESS, "group", types.SimpleNamespace(rank=2, size=4))
+    assert list(DistributedSampler(10, shuffle=False)) == [2, 6, 0]                  # padded by wrapping
+    with pytest.raises(ValueError, match="invalid rank 2"):                  # the group's rank, 2 replicas
+        DistributedSampler(10, num_replicas=2)
+    assert DistributedSampler(10, rank=1).rank == 1 and DistributedSampler(10, rank=1).num_replicas == 4
+    seen = []
+    thread = threading.Thread(target=lambda: seen.append(DistributedSampler(10).rank))   # process-wide
+    thread.start()
+    thread.join()
+    assert seen == [2]

@@ -229,12 +229,12 @@ ERRORS = [
     (lambda: L.matrix_power(cr.tensor(np.ones((2, 3, 4))), 2), cr.ShapeError, r"matrix_power.*square.*\(2, 3, 4\)"),
     (lambda: L.matrix_power(cr.tensor(np.ones(3)), 2), cr.ShapeError, r"matrix_power.*\(3,\)"),
     (lambda: L.matrix_power(cr.tensor(np.eye(2)), 2.5), TypeError, "matrix_power.*integer.*2.5"),
-    (lambda: L.matrix_power(cr.tensor(np.zeros((2, 2))), -1), cr.ShapeError,
-     r"matrix_power\(a, -1\): inv.*[Ss]ingular"),
+    (lambda: L.matrix_power(cr.tensor(np.zeros((2, 2))), -1), cr.errors.LinAlgError,
+     r"matrix_power\(a, -1\): inv: the matrix is singular"),
     (lambda: L.matrix_power(cr.tensor(np.eye(2, dtype=np.float16)), -1), cr.DTypeError,
      r"matrix_power\(a, -1\): inv.*float16.*float32"),
-    (lambda: L.tensorsolve(np.zeros((2, 2)), np.ones(2)), cr.ShapeError, "tensorsolve: solve.*[Ss]ingular"),
-    (lambda: L.tensorinv(np.zeros((2, 2)), ind=1), cr.ShapeError, "tensorinv: inv.*[Ss]ingular"),
+    (lambda: L.tensorsolve(np.zeros((2, 2)), np.ones(2)), cr.errors.LinAlgError, "tensorsolve: solve.*singular"),
+    (lambda: L.tensorinv(np.zeros((2, 2)), ind=1), cr.errors.LinAlgError, "tensorinv: inv.*singular"),
     (lambda: L.multi_dot([cr.tensor(np.eye(2))]), cr.ShapeError, "multi_dot.*at least two"),
     (lambda: L.multi_dot([np.eye(2), np.ones((2, 2, 2)), np.eye(2)]), cr.ShapeError,
      r"multi_dot: operand 1 is 3-dimensional \(shape \(2, 2, 2\)\)"),
@@ -277,3 +277,59 @@ def test_solve_of_a_batch_of_matrices_and_one_vector_has_exact_gradients():
     b = cr.tensor(rng.standard_normal(3), requires_grad=True)
     assert cr.gradcheck(cr.linalg.solve, (a, b))
     assert cr.gradgradcheck(cr.linalg.solve, (a, b))
+
+
+# ----- values a decomposition cannot take: NumPy's LinAlgError, saying what is wrong -----
+NOT_PD = np.array([[1.0, 2.0], [2.0, 1.0]])
+SINGULAR = np.array([[1.0, 2.0], [2.0, 4.0]])
+WITH_NAN = np.array([[1.0, np.nan], [0.0, 1.0]])
+WITH_INF = np.array([[1.0, np.inf], [0.0, 1.0]])
+VALUE_ERRORS = [
+    ("cholesky", lambda m, a: m.cholesky(a), NOT_PD, "not positive definite.*jitter"),
+    ("cholesky", lambda m, a: m.cholesky(a), SINGULAR, "not positive definite"),
+    ("inv", lambda m, a: m.inv(a), SINGULAR, "singular.*pinv"),
+    ("solve", lambda m, a: m.solve(a, np.ones(2)), SINGULAR, r"singular \(Singular matrix\) for inputs \(2, 2\)"),
+    ("svd", lambda m, a: m.svd(a), WITH_NAN, "input 0 contains NaN"),
+    ("eigvals", lambda m, a: m.eigvals(a), WITH_INF, "input 0 contains inf"),
+    ("eigvals", lambda m, a: m.eigvals(a), WITH_NAN, "contains NaN"),
+    ("tensorinv", lambda m, a: m.tensorinv(a, ind=1), SINGULAR, "singular"),
+    ("tensorsolve", lambda m, a: m.tensorsolve(a, np.ones(2)), SINGULAR, "singular"),
+    ("matrix_power", lambda m, a: m.matrix_power(a, -2), SINGULAR, "singular"),
+    ("pinv", lambda m, a: m.pinv(a), WITH_NAN, "contains NaN"),
+]
+
+
+@pytest.mark.parametrize("name, call, a, match", VALUE_ERRORS, ids=[f"{v[0]}-{i}" for i, v in enumerate(VALUE_ERRORS)])
+@pytest.mark.parametrize("requires_grad", [False, True])
+def test_bad_values_raise_numpys_linalgerror_saying_what_is_wrong(name, call, a, match, requires_grad):
+    with pytest.raises(np.linalg.LinAlgError):
+        with np.errstate(all="ignore"):
+            call(np.linalg, a)                       # NumPy's contract
+    t = cr.tensor(a, requires_grad=requires_grad)
+    for m in (np.linalg, cr.linalg):                 # np.linalg.<f>(tensor) dispatches to cr.linalg.<f>
+        with pytest.raises(cr.errors.LinAlgError, match=f"{name}.*{match}") as info:
+            with np.errstate(all="ignore"):
+                call(m, t)
+        assert isinstance(info.value, np.linalg.LinAlgError) and isinstance(info.value, cr.ChainruleError)
+        assert not isinstance(info.value, cr.ShapeError)
+
+
+def test_linalgerror_lets_user_code_add_jitter():
+    a = cr.tensor(np.array([[1.0, 1.0], [1.0, 1.0]]), requires_grad=True)      # PSD, singular
+
+    def chol(a):
+        try:
+            return cr.linalg.cholesky(a)
+        except np.linalg.LinAlgError:
+            return cr.linalg.cholesky(a + 1e-6 * np.eye(2))
+    l = chol(a)
+    np.testing.assert_allclose((l @ l.T).data, a.data + 1e-6 * np.eye(2), atol=1e-12)
+    l.sum().backward()
+    assert np.isfinite(a.grad.data).all()
+
+
+def test_linalgerror_inside_vmap_and_batches():
+    with pytest.raises(cr.errors.LinAlgError, match="singular"):
+        cr.vmap(cr.linalg.inv)(np.stack([np.eye(2), SINGULAR]))
+    with pytest.raises(cr.errors.LinAlgError, match=r"not positive definite.*\(3, 2, 2\)"):
+        cr.linalg.cholesky(cr.tensor(np.stack([np.eye(2), NOT_PD, np.eye(2)])))

@@ -278,6 +278,27 @@ def test_log_ndtr_gradient_far_in_both_tails():
         np.testing.assert_allclose(g, [ratio(v) for v in x], rtol=1e-12, atol=0)
 
 
+def test_erfcx_derivatives_do_not_cancel_at_large_x():
+    """erfcx' = 2x erfcx - 2/sqrt(pi) cancels for large x (it was 2% off at 1e7, 0 at 1e8): the
+    asymptotic series there, in both modes, under vmap, and its second derivative."""
+    mpmath = pytest.importorskip("mpmath")
+    x = np.array([-20.0, -5.0, 0.0, 1.0, 7.999, 8.0, 8.5, 20.0, 1e3, 1e7, 1e8])
+
+    def exact(v):
+        v = mpmath.mpf(v)
+        e, c = mpmath.exp(v * v) * mpmath.erfc(v), 2 / mpmath.sqrt(mpmath.pi)
+        return float(2 * v * e - c), float((4 * v * v + 2) * e - 2 * v * c)
+    with mpmath.workdps(60):
+        want = np.array([exact(v) for v in x])
+    (g,) = _grad(S.erfcx, x)
+    np.testing.assert_allclose(g, want[:, 0], rtol=3e-15, atol=0)
+    np.testing.assert_allclose(cr.vmap(cr.jacfwd(S.erfcx))(x), want[:, 0], rtol=3e-15, atol=0)
+    np.testing.assert_allclose(cr.vmap(cr.grad(cr.grad(S.erfcx)))(x), want[:, 1], rtol=1e-12, atol=0)
+    assert float(cr.grad(S.erfcx)(cr.tensor(1e8, dtype=cr.float64))) == pytest.approx(-5.641895835e-17, rel=1e-9)
+    assert float(cr.grad(S.erfcx)(cr.tensor(1e200, dtype=cr.float64))) == 0.0     # -5.6e-401 underflows
+    assert cr.gradgradcheck(S.erfcx, [_leaf([7.5, 8.2, 12.0])])
+
+
 def test_expit_gradient_in_the_tails_and_its_second_derivative():
     (g,) = _grad(S.expit, [-50.0, 40.0])
     np.testing.assert_allclose(g, np.exp([-50.0, -40.0]), rtol=1e-12)     # out * expit(-x): no 1 - out
