@@ -15,8 +15,9 @@ from __future__ import annotations
 from typing import Any
 
 from ._backend import np
-from .errors import VmapError
-from .tensor import Tensor, tensor
+from .errors import VmapConversionError, VmapError, numpy_caller
+from .grad_mode import STATE, state_scope
+from .tensor import NUMPY_CALL, Tensor, tensor
 
 _CONTROL = ("{what} needs the value of a batched tensor inside cr.vmap, but it differs from example "
             "to example: Python control flow and conversions cannot depend on it. Write the branch "
@@ -48,11 +49,11 @@ class BatchedTensor(Tensor):
 
     @property
     def shape(self) -> tuple[int, ...]:
-        return tuple(np.shape(self.value)[1:])
+        return tuple(self.value.shape[1:])      # (not np.shape: a Tensor would dispatch, slowly)
 
     @property
     def ndim(self) -> int:
-        return np.ndim(self.value) - 1
+        return len(self.value.shape) - 1
 
     @property
     def size(self) -> int:
@@ -114,10 +115,15 @@ class BatchedTensor(Tensor):
         raise VmapError(_CONTROL.format(what="using a tensor as a Python index"))
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> Any:
-        raise VmapError(_CONTROL.format(what="np.asarray() / a NumPy call without a chainrule op"))
+        caller, ours = numpy_caller()
+        fix = f"use {ours}, which batches" if ours else "write it with chainrule ops, which batch (cr.stack " \
+                                                         "for a list of tensors, cr.where(cond, a, b) for a branch)"
+        raise VmapConversionError(f"{caller or NUMPY_CALL} needs the values of a batched tensor inside cr.vmap, "
+                                  f"but they differ from example to example: {fix}, move the NumPy call outside "
+                                  f"the vmapped function, or loop over the examples in Python")
 
     def numpy(self) -> Any:
-        raise VmapError(_CONTROL.format(what=".numpy()"))
+        raise VmapConversionError(_CONTROL.format(what=".numpy()"))
 
     def tolist(self) -> Any:
         raise VmapError(_CONTROL.format(what=".tolist()"))
@@ -131,6 +137,16 @@ class BatchedTensor(Tensor):
         if requires_grad:
             self._requires_grad = True          # raises: see the setter
         return BatchedTensor(tensor(self.value, dtype=dtype), self._level, self.bsize)
+
+    def retain_grad(self) -> None:
+        raise VmapError("retain_grad() on a batched tensor inside cr.vmap (as torch.func, unsupported: "
+                        "its .grad would hold every example's gradient); register_hook sees that "
+                        "gradient batched, or return the tensor from the function and use cr.grad on it")
+
+    def register_post_accumulate_grad_hook(self, hook: Any) -> None:
+        raise VmapError("register_post_accumulate_grad_hook on a batched tensor inside cr.vmap: a leaf "
+                        "accumulates its .grad outside the vmap; register the hook there, or use "
+                        "register_hook, which sees each example's gradient batched")
 
     def backward(self, *args: Any, **kwargs: Any) -> None:
         raise VmapError("backward() on a batched tensor inside cr.vmap: use cr.grad / cr.vjp inside "
@@ -203,3 +219,46 @@ def batched_like(v: Any, like: Any) -> Any:
 def level_of(x: Any) -> int:
     """The vmap level ``x`` is batched at (0: not batched)."""
     return x._level if isinstance(x, Tensor) else 0
+
+
+# ----- the physical arrays behind a batched value (where graphs, views and hooks live) -----
+def physical(x: Any) -> Any:
+    """The array behind every level of ``x`` (batch axes first, lowest level first)."""
+    while isinstance(x, Tensor) and x._level:
+        x = x.value
+    return x
+
+
+def batch_chain(x: Any) -> tuple:
+    """``((level, size), ...)`` of the BatchedTensors wrapping ``x``, outermost first."""
+    chain = []
+    while isinstance(x, Tensor) and x._level:
+        chain.append((x._level, x.bsize))
+        x = x.value
+    return tuple(chain)
+
+
+def rebatch(v: Any, chain: tuple) -> Any:
+    """Inverse of ``physical``: the physical array ``v`` wrapped as ``batch_chain`` gave."""
+    for level, size in reversed(chain):
+        v = BatchedTensor(v, level, size)
+    return v
+
+
+def on_physical(fn: Any, like: Tensor) -> Any:
+    """``fn`` of values batched as ``like``, as a function of their physical arrays (its result's
+    physical array). It runs in ``levels_scope`` of the vmap levels active now, so it also runs
+    once they have exited (an in-place op on a view the vmap returned)."""
+    chain, levels = batch_chain(like), STATE.vmap_levels
+
+    def run(*arrays: Any) -> Any:
+        with levels_scope(levels):
+            return physical(fn(*(rebatch(a, chain) for a in arrays)))
+    return run
+
+
+def levels_scope(levels: tuple) -> state_scope:
+    """A scope where the vmap ``levels`` are active: the current levels if they extend them (a
+    transform nested inside is still running), else ``levels``, reinstated (their vmap exited)."""
+    now = STATE.vmap_levels
+    return state_scope(vmap_levels=now if now[:len(levels)] == levels else levels)

@@ -431,14 +431,23 @@ def _raw(x: Any) -> Any:
     return x.data if isinstance(x, _Tensor) else x
 
 
-def add_retain_hook(t: Any) -> None:
+def add_retain_hook(t: Any, keep: bool = False) -> None:
     """``t.retain_grad()``: a hook that keeps ``t``'s gradient in ``t.grad``; it stays the last hook
-    of ``t``, so it sees the gradient after every other hook (PyTorch >= 2.0)."""
+    of ``t``, so it sees the gradient after every other hook (PyTorch >= 2.0).
+
+    ``keep``: the hooks on ``t``'s earlier nodes stay (a view re-derived after a write through other
+    memory: PyTorch moves its hook lazily, when the view is next used, so a use made before the
+    write still fills ``.grad``); once a newer one receives a gradient, or ``t`` gets a hook, the
+    older ones are dropped. Each hook has a generation; ``t._retain_live`` is the oldest that counts."""
     ref = weakref.ref(t)
+    gen = t._retain_gen = t._retain_gen + 1
+    if not keep:
+        t._retain_live = gen
 
     def retain(g: Any) -> None:
         owner = ref()
-        if owner is not None:
+        if owner is not None and gen >= owner._retain_live:
+            owner._retain_live = gen      # (newest first: the engine runs the newer node first)
             if not g.requires_grad:       # a copy: the engine may hand the same array on elsewhere
                 g = _wrap(np.array(g.data, copy=True))
             owner.grad = g if owner.grad is None else owner.grad + g     # under create_graph: recorded
@@ -447,15 +456,16 @@ def add_retain_hook(t: Any) -> None:
     t._retain_undo = t.grad_fn.add_pre_hook(t._nr, retain)
 
 
-def rebase(t: Any, new: Any) -> None:
+def rebase(t: Any, new: Any, keep: bool = False) -> None:
     """``t`` was changed in place to ``new``'s value: it takes ``new``'s history (its gradient now
-    flows through ``new``'s node) and forward-mode tangents; ``retain_grad`` follows it, as PyTorch."""
+    flows through ``new``'s node) and forward-mode tangents; ``retain_grad`` follows it, as PyTorch
+    (``keep``: see add_retain_hook)."""
     if new.grad_fn is not None and new.grad_fn is not t.grad_fn:
-        if t._retains:
+        if t._retains and not keep:
             t._retain_undo()
         t.grad_fn, t._nr, t._requires_grad = new.grad_fn, new._nr, True
         if t._retains:
-            add_retain_hook(t)
+            add_retain_hook(t, keep)
     t._tangents = new._tangents
 
 
@@ -478,6 +488,7 @@ def retain_grad(self: _Tensor) -> None:
             raise GraphError("retain_grad() on a tensor that does not require grad")
         return
     if self._retains:
+        self._retain_live = self._retain_gen       # (its earlier nodes' hooks no longer count)
         return
     self._retains = True
     add_retain_hook(self)
@@ -496,6 +507,7 @@ def register_hook(self: _Tensor, fn: Callable[[_Tensor], _Tensor | None]) -> Cal
     """
     if not self._requires_grad:
         raise GraphError("register_hook: cannot register a hook on a tensor that does not require grad")
+    self._retain_live = self._retain_gen           # as PyTorch: its retain_grad moves here too
     node, nr = self._edge()
     return node.add_pre_hook(nr, fn)
 
@@ -533,3 +545,4 @@ _Tensor.retain_grad = retain_grad
 _Tensor.register_hook = register_hook
 _Tensor.register_post_accumulate_grad_hook = register_post_accumulate_grad_hook
 _Tensor._post_acc_hooks = None      # a leaf's post-accumulate-grad hooks, once one is registered
+_Tensor._retain_gen = _Tensor._retain_live = 0      # retain_grad's hooks: see add_retain_hook

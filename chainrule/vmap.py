@@ -15,8 +15,8 @@ from . import _pytree as tree
 from . import ops as _ops
 from . import random as _random
 from ._backend import ndarray, np
-from .batched import BatchedTensor
-from .errors import VmapError
+from .batched import BatchedTensor, levels_scope, physical
+from .errors import GraphError, VmapError
 from .grad_mode import STATE, state_scope
 from .tensor import Tensor
 
@@ -68,7 +68,7 @@ class _BatchedGenerator:
                                 f"standard samples and transform them (e.g. loc + scale * standard_normal)")
             shape = () if size is None else (size,) if isinstance(size, (int, np.integer)) else tuple(size)
             value = target(*args, size=(level.size,) + shape, **kwargs)
-            return BatchedTensor(value, level.index, level.size)
+            return BatchedTensor(Tensor(value), level.index, level.size)
         return draw
 
     def _refuse(self, name: str) -> Callable:
@@ -172,6 +172,8 @@ def to_batched(x: Any, axis: int, level: Level) -> BatchedTensor:
     """``x`` with its batch axis ``axis`` moved to the front, as a BatchedTensor of ``level``."""
     if axis != 0:
         x = _ops.moveaxis(x, axis, 0) if isinstance(x, Tensor) else np.moveaxis(x, axis, 0)
+    if not isinstance(x, Tensor):       # a tensor, so that an in-place write of a value with a
+        x = Tensor(x)                   # graph or a tangent (x[k] *= w) can take its history
     return BatchedTensor(x, level.index, level.size)
 
 
@@ -291,13 +293,6 @@ def levels_of(x: Any) -> list:
     return out
 
 
-def physical(x: Any) -> Any:
-    """The array behind every level of ``x`` (batch axes first, lowest level first)."""
-    while isinstance(x, Tensor) and x._level:
-        x = x.value
-    return x
-
-
 def rewrap(v: Any, levels: list) -> Any:
     """Inverse of ``physical``: wrap ``v`` at ``levels`` (as ``levels_of`` lists them)."""
     for j in reversed(levels):
@@ -353,3 +348,31 @@ def lift_result(g: Any, levels: list) -> Any:
     for j in reversed(levels):
         g = unstrip(g, j)
     return g
+
+
+# ----- tensor hooks inside vmap: on the physical array, seeing the gradient batched -----
+def register_hook(self: BatchedTensor, fn: Callable) -> Any:
+    """``register_hook`` on a batched tensor (as torch.func): ``fn`` receives the gradient batched as
+    this tensor is (each example's gradient) and may return a replacement, batched or not (an
+    unbatched one is every example's). The hook sits on the physical array, where the graph is."""
+    inner = physical(self)
+    if not (isinstance(inner, Tensor) and inner._requires_grad):
+        raise GraphError("register_hook: cannot register a hook on a tensor that does not require grad")
+    levels, active = levels_of(self), STATE.vmap_levels
+
+    def hook(g: Any) -> Any:
+        with levels_scope(active):       # (a vmap around the backward batches g further: kept)
+            res = fn(lift_result(g, levels))
+            if res is None:
+                return None
+            extra = set(levels_of(res)) - set(levels) - set(levels_of(g))
+            if extra:
+                raise VmapError(f"a tensor hook inside cr.vmap returned a gradient batched at vmap "
+                                f"level(s) {sorted(extra)}, where neither the tensor nor its gradient is "
+                                f"batched: return a value batched as the gradient it receives")
+            return lower(res, levels)
+    hook.__qualname__ = getattr(fn, "__qualname__", type(fn).__name__)    # errors name the user's hook
+    return inner.register_hook(hook)
+
+
+BatchedTensor.register_hook = register_hook

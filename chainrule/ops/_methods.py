@@ -5,12 +5,12 @@ the reflected ones swap the operands; in-place ones compute out of place and ``_
 """
 from __future__ import annotations
 
-from contextlib import nullcontext
 from typing import Any
 
 from .._backend import np
+from ..batched import batch_chain, physical, rebatch
 from ..errors import GraphError, VmapError
-from ..grad_mode import STATE, no_grad
+from ..grad_mode import STATE, enable_grad, no_grad
 from ..graph import rebase
 from ..tensor import Tensor
 from . import elementwise as E
@@ -57,7 +57,7 @@ def _reflected(op: Any) -> Any:
 def _in_place(op: Any, symbol: str) -> Any:
     def method(self: Tensor, other: Any) -> Tensor:
         if self._level or isinstance(other, Tensor) and other._level:
-            return _write_batched(self, op(_operand(self, symbol, other), other), symbol)
+            return _write_batched(self, op(_batched_operand(self, symbol, other), other), symbol)
         new = op(_operand(self, symbol, other), other)
         rebase(self._assign(new, symbol), new)
         if self._family is not None:
@@ -69,12 +69,20 @@ def _in_place(op: Any, symbol: str) -> Any:
 def _setitem(self: Tensor, index: Any, value: Any) -> None:
     if self._level or isinstance(value, Tensor) and value._level or \
             any(isinstance(i, Tensor) and i._level for i in (index if isinstance(index, tuple) else (index,))):
-        _write_batched(self, S.index_put(self, index, value), "__setitem__")
+        _write_batched(self, S.index_put(_batched_operand(self, "__setitem__", value), index, value), "__setitem__")
         return
     new = S.index_put(_operand(self, "__setitem__", value), index, value)
     rebase(self._assign(new, "__setitem__"), new)
     if self._family is not None:
         after_write(self)
+
+
+def _batched_operand(t: Tensor, op: str, other: Any) -> Any:
+    """``_operand`` inside cr.vmap: on the physical array, where the views and the graph live."""
+    inner = physical(t)
+    if not t._level or not isinstance(inner, Tensor):
+        return _operand(t, op, other)
+    return rebatch(_operand(inner, op, other), batch_chain(t))
 
 
 def _write_batched(t: Tensor, new: Any, op: str) -> Tensor:
@@ -133,6 +141,13 @@ def _operand(t: Tensor, op: str, other: Any) -> Any:
     return t
 
 
+def root_of(t: Tensor) -> Tensor:
+    """The base ``fresh`` re-derives ``t`` from: the end of its chain of (regenerable) views."""
+    while t._view is not None and t._view[1] is not None:
+        t = t._view[0]
+    return t
+
+
 def fresh(t: Tensor) -> Tensor:
     """``t`` re-derived from its root base through its chain of views: new nodes, so the old view
     nodes (and hooks on them) are left behind, as PyTorch's as_strided regeneration does."""
@@ -148,29 +163,40 @@ def fresh(t: Tensor) -> Tensor:
 def after_write(t: Tensor) -> None:
     """After an in-place op on ``t``: if ``t`` is a view, its bases' history now runs through its
     new value (PyTorch's CopySlices: ``index_put``, or the inverse reshape/transpose, up a chain of
-    views), and every view of this memory is re-derived from its (new) base. Forward mode alike:
-    the base's tangent takes the view's new tangent, and each view's tangent is the view of its
-    base's."""
+    views), and every view of this memory is re-derived from its root base, each straight from
+    the root (PyTorch's regeneration of a view's grad_fn), also after a write that was not
+    recorded (under no_grad, through detach()): a hook or retain_grad on one view never sees the
+    gradient of another view of it. Forward mode alike: the base's tangent takes the view's new
+    tangent, and each view's tangent is the view of its base's."""
     recorded, dual = STATE.grad_enabled, bool(STATE.fw_levels)
-    if not (recorded or dual):
-        return
     view = t
-    while view._view is not None and view._view[2] is not None:
+    while view._view is not None:               # a vmap reshape that copied (shape._as_view): the
+        if getattr(view, "_copy_link", False):  # write reaches its base as through a view
+            base = view._view[0]
+            np.copyto(base.data, np.reshape(view.data, base.data.shape))
+        view = view._view[0]
+    view = value = t
+    while (recorded or dual) and view._view is not None and view._view[2] is not None:
         base, _, put_back = view._view
-        if not ((recorded and (view._requires_grad or base._requires_grad))
-                or (dual and (view._tangents or base._tangents))):
+        if not ((recorded and (value._requires_grad or base._requires_grad))
+                or (dual and (value._tangents or base._tangents))):
             break
-        rebase(base, put_back(fresh(base), view))   # the base with the view's region replaced
+        value = put_back(fresh(base), value)   # the base with the view's region replaced
         view = base
-    for ref in list(t._family):                # creation order: a view's base comes before it
+    if view is not t:
+        rebase(view, value)                    # (the views between are re-derived below)
+    for ref in list(t._family):                # (regenerated views join it: not visited)
         v = ref()
         if v is None or v._view is None or v._view[1] is None:
             continue
-        base = v._view[0]
-        track = recorded and base._requires_grad and v._view_meta != "no_grad"   # (that one is a leaf)
-        if track or (dual and base._tangents):
-            with no_grad() if not track else nullcontext():
-                rebase(v, v._view[1](base))
+        if getattr(v, "_copy_link", False) and v is not t:     # (base before view: creation order)
+            np.copyto(v.data, np.reshape(v._view[0].data, v.data.shape))
+        root = root_of(v)
+        track = root._requires_grad and v._view_meta != "no_grad"   # (that one is a leaf)
+        if track or (dual and root._tangents):
+            with enable_grad() if track else no_grad():     # recorded as PyTorch's, in any mode
+                rebase(v, fresh(v), keep=v is not t or not recorded)   # (t's recorded write
+                                                                        # moves its hook at once)
 
 
 def _reshape(self: Tensor, *shape: Any) -> Tensor:
@@ -202,5 +228,10 @@ def attach(dispatch_ufunc: Any, dispatch_function: Any) -> None:
     Tensor.mT = property(lambda self: S.swapaxes(self, -1, -2))
     Tensor.__array_ufunc__ = lambda self, ufunc, method, *inputs, **kwargs: dispatch_ufunc(
         ufunc, method, inputs, kwargs)
-    Tensor.__array_function__ = lambda self, func, types, args, kwargs: dispatch_function(
-        func, args, kwargs)
+    Tensor.__array_function__ = lambda self, func, types, args, kwargs: (
+        _METADATA[func](args[0]) if func in _METADATA and len(args) == 1 and not kwargs
+        else dispatch_function(func, args, kwargs))
+
+
+# np.shape / np.ndim of a tensor: read, not dispatched (batching rules ask for them on every op)
+_METADATA = {np.shape: lambda a: tuple(a.shape), np.ndim: lambda a: a.ndim}

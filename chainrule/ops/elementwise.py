@@ -231,9 +231,10 @@ SUBTRACT = defprim("subtract", np.subtract, rules=(passthrough, lambda g, out, x
 MULTIPLY = defprim("multiply", np.multiply,
                    vjps=(lambda g, out, x, y: g * y, lambda g, out, x, y: g * x), jvps="linear",
                    saves="x y", needs={0: (1,), 1: (0,)}, complex="holomorphic")
+# divide keeps its operands, not the quotient (as PyTorch): an in-place change of x / y is fine
 DIVIDE = defprim("divide", np.divide,
-                 rules=_keep_zero(lambda g, out, x, y: g / y, lambda g, out, x, y: -g * out / y),
-                 saves="y out", out_for=(1,), complex="holomorphic")
+                 rules=_keep_zero(lambda g, out, x, y: g / y, lambda g, out, x, y: -g * (x / y) / y),
+                 saves="x y", needs={0: (1,), 1: (0, 1)}, complex="holomorphic")
 
 
 def _dpow_dexp(out: Any, x: Any) -> Any:
@@ -266,8 +267,9 @@ def _pow_base(g: Any, out: Any, x: Any, y: Any) -> Any:
 _pow_base.keeps_zero = True
 
 
+# the output only for the exponent's gradient (as PyTorch): x ** 2 may be changed in place
 POWER = defprim("power", np.power, rules=(_pow_base, _POW_EXP), saves="x y out", autocast="float32",
-                complex="holomorphic")
+                out_for=(1,), complex="holomorphic")
 
 
 # floor_divide is piecewise constant: zero gradient, as floor. mod(x, y) = x - floor(x / y) * y:

@@ -10,13 +10,14 @@ import operator
 from typing import Any, Sequence
 
 from .._backend import np
+from ..batched import batch_chain, on_physical, physical
 from ..errors import DTypeError, ShapeError
 from ..grad_mode import STATE
 from ..tensor import Tensor
 from ._batching import batch_axes, batch_index, batch_unary, expand, inverse, lift, region_shape, set_batch
 from ._batching import reshape as _breshape
 from ._batching import transpose as _btranspose
-from ._registry import apply, defprim, raw
+from ._registry import apply, defprim, in_graph, raw
 from ._shapes import normalize_axis
 from .elementwise import IMAG, REAL, astype, multiply, where, zeros_like
 
@@ -306,22 +307,59 @@ def _index_array(i: Any) -> Any:
     return i
 
 
-def _as_view(out: Any, x: Any, regenerate: Any, put_back: Any) -> Any:
+def _as_view(out: Any, x: Any, regenerate: Any, put_back: Any, reshaped: bool = False,
+             batch: int = 0) -> Any:
     """``out``, a view of ``x``'s memory (basic indexing, reshape, transpose, ...), shares ``x``'s
     version counter, as a PyTorch view does: an in-place change through either is seen by both.
     ``regenerate(base)`` makes the view again and ``put_back(base, view)`` is the base with the
-    view's region replaced: an in-place op on the view rewrites the base's history with them."""
-    if isinstance(x, Tensor) and isinstance(out, Tensor) and not out._level \
-            and np.may_share_memory(out.data, x.data):
+    view's region replaced: an in-place op on the view rewrites the base's history with them.
+    Inside cr.vmap the physical arrays (where the graph and tangents live, ``batch`` leading batch
+    axes) are linked so; a ``reshaped`` one also where the batch's reshape had to copy."""
+    if isinstance(out, Tensor) and out._level:
+        po, px, chain = physical(out), physical(x), batch_chain(x)
+        if isinstance(po, Tensor) and isinstance(px, Tensor) and batch_chain(out) == chain:
+            _as_view(po, px, regenerate and on_physical(regenerate, x),
+                     put_back and on_physical(put_back, x), reshaped, len(chain))
+        return out
+    if not (isinstance(x, Tensor) and isinstance(out, Tensor)):
+        return out
+    if np.may_share_memory(out.data, x.data):
         out._shares_memory_with(x)
-        out._view = (x, regenerate, put_back)
-        if not STATE.grad_enabled:
-            out._view_meta = "no_grad"
-            if x._requires_grad:               # as in PyTorch: a leaf that requires grad
-                out._requires_grad = True
-        elif x._view_meta is not None:         # a view of a split output, or of a no_grad view
-            out._view_meta = x._view_meta
+    elif reshaped and batch and _example_reshape_is_view(x.data, out.data.shape, batch):
+        # a reshape that one example makes as a view copied the batch, whose memory is laid out
+        # otherwise (batch axis not outermost): the copy is kept equal to x (after_write), as a view
+        out._shares_memory_with(x)._copy_link = True
+    else:
+        return out
+    out._view = (x, regenerate, put_back)
+    if not STATE.grad_enabled:
+        out._view_meta = "no_grad"
+        if x._requires_grad:                   # as in PyTorch: a leaf that requires grad
+            out._requires_grad = True
+    elif x._view_meta is not None:             # a view of a split output, or of a no_grad view
+        out._view_meta = x._view_meta
     return out
+
+
+def _example_reshape_is_view(a: Any, shape: tuple, batch: int) -> bool:
+    """Whether reshaping one example of ``a`` (its ``batch`` leading axes are the batch) to
+    ``shape[batch:]`` is a view, by NumPy's rule, with the batch laid out outermost in memory:
+    an example axis's stride loses the factor of each batch axis that sits inside it."""
+    inner = [(abs(s), n) for s, n in zip(a.strides[:batch], a.shape[:batch]) if s and n > 1]
+    strides = []
+    for s in a.strides[batch:]:
+        for sb, n in inner:
+            if sb < abs(s):
+                if s % n:
+                    return False
+                s //= n
+        strides.append(s)
+    one = np.lib.stride_tricks.as_strided(np.empty(1, a.dtype), a.shape[batch:], strides)
+    try:
+        np.reshape(one, shape[batch:], copy=False)     # (strides only: no element is read)
+    except ValueError:
+        return False
+    return True
 
 
 # ----- public functions -----
@@ -334,7 +372,7 @@ def reshape(x: Any, shape: Any, *more: int) -> Any:
     in_shape = _shape_of(x)
     shape = tuple(int(s) for s in shape)
     return _as_view(apply(RESHAPE, (x,), {"shape": shape, "in_shape": in_shape}), x,
-                    lambda b: reshape(b, shape), lambda b, v: reshape(v, in_shape))
+                    lambda b: reshape(b, shape), lambda b, v: reshape(v, in_shape), reshaped=True)
 
 
 def transpose(x: Any, axes: Any = None) -> Any:
@@ -381,7 +419,8 @@ def swapaxes(x: Any, axis1: int, axis2: int) -> Any:
 def broadcast_to(x: Any, shape: Any) -> Any:
     """Broadcast to ``shape``; the gradient is summed back."""
     shape = tuple(shape)
-    return _as_view(apply(BROADCAST_TO, (x,), {"shape": shape}), x, None, None)   # read-only
+    return _as_view(apply(BROADCAST_TO, (x,), {"shape": shape}), x,      # read-only: no put_back
+                    lambda b: broadcast_to(b, shape), None)
 
 
 def expand_dims(x: Any, axis: Any) -> Any:
@@ -522,7 +561,7 @@ def unbind(x: Any, axis: int = 0) -> list:
 
 def _multi(views: list) -> list:
     """Outputs of a multi-output view op: as in PyTorch, in-place on one while grad is recorded raises."""
-    for v in views:
+    for v in map(physical, views):       # (inside cr.vmap the physical arrays are the views)
         if isinstance(v, Tensor) and v._view is not None and v._view_meta is None:
             v._view_meta = "multi"
     return views
@@ -615,13 +654,18 @@ def pad(x: Any, pad_width: Any, mode: str = "constant", constant_values: Any = N
     kw = {"constant_values": constant_values, "end_values": end_values, "reflect_type": reflect_type}
     widths = pad_widths(x, pad_width, mode, kw)
     if mode == "constant":
+        if in_graph(constant_values):
+            return _pad_with_tensor_constants(x, widths, constant_values)
         return apply(PAD, (x,), {"pad_width": widths,
-                                 "constant_values": 0.0 if constant_values is None else constant_values})
+                                 "constant_values": 0.0 if constant_values is None else raw(constant_values)})
     if mode not in ("edge", "reflect", "symmetric", "wrap", "linear_ramp"):
         raise ValueError(f"pad: mode {mode!r} needs a reduction; call cr.pad (numpy.pad on a Tensor)")
     if reflect_type not in (None, "even", "odd"):
         raise ValueError(f"pad: reflect_type must be 'even' or 'odd', got {reflect_type!r}")
-    ends = np.broadcast_to(np.asarray(0.0 if end_values is None else end_values, dtype=float), (len(widths), 2))
+    if in_graph(end_values):                # the ramp is linear in its end values: they stay tensors
+        ends = broadcast_to(astype(end_values, np.float64), (len(widths), 2))
+    else:
+        ends = np.broadcast_to(np.asarray(0.0 if end_values is None else end_values, dtype=float), (len(widths), 2))
     for axis, (lo, hi) in enumerate(widths):
         if lo == hi == 0:
             continue
@@ -631,12 +675,31 @@ def pad(x: Any, pad_width: Any, mode: str = "constant", constant_values: Any = N
         extra = {"reflect_type": reflect_type or "even"} if mode in ("reflect", "symmetric") else {}
         # row i of `rows`: the coefficients of x's entries in the padded entry i (np.pad of the identity)
         rows = np.pad(np.eye(n), ((lo, hi), (0, 0)), mode=mode, **extra)
-        shift = np.pad(np.zeros(n), (lo, hi), mode=mode, end_values=tuple(ends[axis])) if mode == "linear_ramp" \
-            else None
+        shift = None
+        if mode == "linear_ramp" and isinstance(ends, Tensor):
+            shift = sum(ends[axis, j] * np.pad(np.zeros(n), (lo, hi), mode=mode, end_values=(1.0 - j, float(j)))
+                        for j in (0, 1))
+        elif mode == "linear_ramp":
+            shift = np.pad(np.zeros(n), (lo, hi), mode=mode, end_values=tuple(ends[axis]))
         left = _combine(x, rows[:lo], None if shift is None else shift[:lo], axis)
         right = _combine(x, rows[lo + n:], None if shift is None else shift[lo + n:], axis)
         x = concatenate([p for p in (left, x, right) if p is not None], axis=axis)
     return x
+
+
+def _pad_with_tensor_constants(x: Any, widths: tuple, values: Any) -> Any:
+    """Mode 'constant' with tensor ``constant_values`` (broadcast to (ndim, 2), NumPy's pairs): the
+    zero padding plus each value times the entries it fills, so the values get their gradient."""
+    shape, dtype = _shape_of(x), np.dtype(getattr(x, "dtype", None) or np.asarray(raw(x)).dtype)
+    values = broadcast_to(astype(values, dtype), (len(shape), 2))
+    out = apply(PAD, (x,), {"pad_width": widths, "constant_values": 0.0})
+    for k in np.ndindex(len(shape), 2):
+        unit = np.zeros((len(shape), 2))
+        unit[k] = 1.0
+        filled = np.pad(np.zeros(shape, dtype), widths, constant_values=unit)
+        if filled.any():
+            out = out + filled * values[k]
+    return out
 
 
 def _combine(x: Any, rows: Any, shift: Any, axis: int) -> Any:
@@ -655,7 +718,9 @@ def _combine(x: Any, rows: Any, shift: Any, axis: int) -> Any:
         if not (coefs[:, r] == 1).all():
             term = multiply(term, coefs[:, r].astype(dtype).reshape(along))
         out = term if out is None else out + term
-    if shift is not None and shift.any():
+    if isinstance(shift, Tensor):
+        out = out + reshape(astype(shift, dtype), along)
+    elif shift is not None and shift.any():
         out = out + shift.astype(dtype).reshape(along)
     if np.dtype(raw(out).dtype) != dtype:
         out = astype(out, dtype)

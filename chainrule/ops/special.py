@@ -120,12 +120,34 @@ ZETA = defprim("zeta", _zeta_forward,
 
 # ----- error function family (erf itself is cr.erf, ops/elementwise.py) -----
 ERFC = unary("erfc", _sc.erfc, lambda out, x: -_TWO_OVER_SQRT_PI * exp(-x * x), complex="holomorphic")
-ERFINV = unary("erfinv", _sc.erfinv, lambda out, x: 0.5 * _SQRT_PI * exp(out * out), saves="out",
-               keep_zero=True, autocast="float32")
+ERFINV = unary("erfinv", _sc.erfinv, lambda out, x: 0.5 * _SQRT_PI * exp(erfinv(x) ** 2),  # keeps x,
+               keep_zero=True, autocast="float32")                        # not out, as PyTorch
 ERFCINV = unary("erfcinv", _sc.erfcinv, lambda out, x: -0.5 * _SQRT_PI * exp(out * out), saves="out",
                 keep_zero=True)
-ERFCX = unary("erfcx", _sc.erfcx, lambda out, x: 2 * x * out - _TWO_OVER_SQRT_PI, saves="x out",
-              complex="holomorphic")
+# x sqrt(pi) erfcx(x) - 1 = sum_{n>=1} (-1)^n (2n-1)!! / (2x^2)^n (asymptotic): for x >= 8, 20 terms
+# are exact to 1e-17 relative
+_ERFCX_LARGE = 8.0
+_ERFCX_SERIES = tuple((-1) ** n * math.prod(range(1, 2 * n, 2)) for n in range(1, 21))
+
+
+def _derfcx(out: Any, x: Any) -> Any:
+    """erfcx'(x) = 2x erfcx(x) - 2/sqrt(pi), whose terms cancel for large x (2% off at 1e7, 0 at
+    1e8); for real x >= 8 it is 2/sqrt(pi) times the asymptotic series instead (its own derivative
+    is the next order's rule)."""
+    xd = raw(x)
+    near = 2 * x * out - _TWO_OVER_SQRT_PI
+    large = None if np.iscomplexobj(xd) else np.asarray(xd >= _ERFCX_LARGE)
+    if large is None or not large.any():
+        return near
+    r = 1 / where(large, x, _ERFCX_LARGE)                 # (a harmless point where it is not used)
+    u = 0.5 * r * r
+    series = 0.0
+    for c in reversed(_ERFCX_SERIES):                        # Horner: sum c_n u^n
+        series = (series + c) * u
+    return where(large, _TWO_OVER_SQRT_PI * series, near)
+
+
+ERFCX = unary("erfcx", _sc.erfcx, _derfcx, saves="x out", complex="holomorphic")
 NDTR = unary("ndtr", _sc.ndtr, lambda out, x: _INV_SQRT_2PI * exp(-0.5 * x * x), complex="holomorphic")
 NDTRI = unary("ndtri", _sc.ndtri, lambda out, x: _SQRT_2PI * exp(0.5 * out * out), saves="out", keep_zero=True)
 # phi(x) / Phi(x) = 1 / (sqrt(pi/2) erfcx(-x/sqrt 2)): no overflow or cancellation for any x

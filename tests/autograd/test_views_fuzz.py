@@ -8,14 +8,15 @@ Hypothesis draws small float64 programs: 1-2 leaves that require grad, a non-lea
   made under ``no_grad``;
 - all the outputs of ``split`` (k equal pieces along axis 0) or ``unbind`` (along axis 0), each a
   new tensor of the program;
-- an out-of-place op: mul, add, tanh, exp(tanh(.)) on tensors of the same shape, matmul of two
-  2-D tensors;
+- an out-of-place op: mul, add, tanh, exp(tanh(.)), ``a / (b * b + 1)`` on tensors of the same
+  shape, matmul of two 2-D tensors;
 - an in-place op on a tensor or a view: ``+=``, ``-=``, ``*=``, ``/=`` by a constant, ``+=``,
   ``-=``, ``*=`` by a tensor of the same shape that may require grad, ``t[a:b] = value`` with a
   constant or a tensor, or a custom Function that changes its input in place and declares it
-  with ``ctx.mark_dirty`` (``a *= 2`` or ``a += 1``);
+  with ``ctx.mark_dirty`` (``a *= 2`` or ``a += 1``); the first two also under ``no_grad`` (not
+  recorded, but every view of that memory is regenerated);
 - ``retain_grad()`` on any tensor (a leaf that requires none raises, in both), or a scaling hook
-  on a non-leaf.
+  on a non-leaf, also on a view or a base after its memory was written.
 
 The loss is the sum of the squares of one or two tensors, and ``loss.backward()`` ends the
 program.
@@ -30,8 +31,7 @@ Not in the vocabulary: forward mode (tests/autograd/test_views_parity.py has han
 programs for it). Where torch and chainrule are known to differ, the programs keep clear of it or
 work around it, each with a reproducer in the comments below the imports: torch quirks (operands
 that partially overlap the written memory, a view's grad_fn made lazily, torch's errors on
-reading a no_grad or split view after its memory changed, views regenerated from the root base,
-hooks called with None).
+reading a no_grad or split view after its memory changed, hooks called with None).
 
 A failure prints the program as torch code: paste it into a script to reproduce.
 """
@@ -55,7 +55,7 @@ CR_ERRORS = (cr.GraphError, cr.ShapeError, cr.DTypeError, IndexError)
 TORCH_ERRORS = (RuntimeError, IndexError)
 
 IN_PLACE_CONST = "+-*/"
-IN_PLACE_KINDS = ("iconst", "itensor", "setitem", "dirty")
+IN_PLACE_KINDS = ("iconst", "itensor", "setitem", "dirty", "ngiconst", "ngitensor")
 LAZY_VIEW_ERROR = "its base or another view of its base has been modified inplace"   # torch's
 
 # ----- where chainrule and torch differ, and what is kept out of the programs for it -----
@@ -73,7 +73,8 @@ LAZY_VIEW_ERROR = "its base or another view of its base has been modified inplac
 #   in-place op on it before that read raises "a leaf Variable that requires grad is being used in
 #   an in-place operation" (``d = torch.zeros(4); v = d[0:2]; d += x; v += 1`` with x requiring
 #   grad raises; with ``v.is_leaf`` read before ``v += 1`` it computes, as chainrule does without
-#   it). Both interpreters read ``is_leaf`` of the target before each in-place step.
+#   it), and retain_grad() on it does nothing. Both interpreters read ``is_leaf`` of the target
+#   before each in-place and retain_grad step.
 # - LAZY VIEW ERROR. Once a tensor's memory (its base, any view of it, any detach() of either) is
 #   written in place, torch raises on the next ``.grad_fn``/``.is_leaf``/use, with grad mode on, of
 #   any restricted view of it made before the write, even when the write was not recorded (under
@@ -85,25 +86,33 @@ LAZY_VIEW_ERROR = "its base or another view of its base has been modified inplac
 #   view is drawn only when its target is itself restricted (both then mostly raise at once), and a
 #   program where torch still raises this (LAZY_VIEW_ERROR) while chainrule has not raised is
 #   rejected (about 1 in 2,000).
-# - VIEWS REGENERATED FROM THE ROOT. After an in-place write into a view's memory, torch
-#   regenerates every view from its root base, chainrule a view of a view from its (regenerated)
-#   parent view; the gradient that reaches the view of a view then passes through its parent in
-#   chainrule, not in torch, and only retain_grad and hooks on the parent tell: ``y = x * 1;
-#   v = y[0:3]; v.retain_grad(); w = v[0:2]; w += 1; (w * w).sum().backward()``: v.grad is
-#   [4, 6, 0] (the gradient of the loss with respect to v) in chainrule, None in torch; a hook
-#   registered on v after the write is called in chainrule, not in torch. Not drawn: an in-place
-#   write into memory where a view that has a view of its own called retain_grad, and retain_grad
-#   or a hook on such a view once its memory has been written (a hook registered before the write
-#   stays with the old history, in both).
+# - NO_GRAD VIEW OPERANDS. A view made under no_grad of a tensor that requires grad requires grad
+#   but has no gradient edge in torch, so an op with it keeps nothing for its gradient; chainrule
+#   gives it a dead-end leaf node, and the op keeps its other operand: ``with torch.no_grad():
+#   t = y[0:2]``, ``z = t @ x0``, ``with torch.no_grad(): x0 += 2``: backward computes in torch,
+#   raises "modified in place after it was saved" in chainrule. No write is drawn into the
+#   memory of an operand of an op with such a view (both modes; regeneration mode draws none).
+# - LAZY RETAIN_GRAD. torch moves a view's retain_grad hook to its regenerated grad_fn when the
+#   view is next touched after a write into its memory through another tensor (or under
+#   no_grad): an op or a view on it, reading .grad_fn or .is_leaf, register_hook, retain_grad.
+#   Until then a use made before the write still fills .grad. chainrule moves it when the new
+#   node receives a gradient, or at register_hook/retain_grad/a recorded write to the view
+#   itself: ``v = y[0:3]; v.retain_grad(); z = v * 3; v.detach()[0:2] += 1; u = v * 5;
+#   (z * z).sum().backward()``: v.grad is None in torch (u touched v), z's gradient in
+#   chainrule. Before such a view is touched, the programs call retain_grad() on it again (which
+#   moves the hook in both).
 # - HOOKS. torch calls the hook of a split/unbind output that gets no gradient with None (the
 #   hooks here pass None through), and segfaults (torch 2.13) in register_hook on a view whose
 #   memory was written in place through another tensor (``v = y[0:3]; y.mul_(2);
 #   v.register_hook(f)``) unless ``v.is_leaf`` is read first, as the hook step does.
 #
 #
-# (Three chainrule bugs it found are fixed: mark_dirty on a split output or a no_grad view now
-# raises as in-place ops do, a no_grad view of such a view requires grad, and mark_dirty on a view
-# bypasses the view's old node and hooks, as CopySlices does.)
+# (Chainrule bugs it found, fixed: mark_dirty on a split output or a no_grad view now raises as
+# in-place ops do, a no_grad view of such a view requires grad, mark_dirty on a view bypasses the
+# view's old node and hooks, as CopySlices does; every view is regenerated straight from its root
+# base, also after a write under no_grad or through detach(), so a hook or retain_grad on a view
+# no longer sees the gradient of a view of it, issue 26 item 8; divide keeps its operands, not
+# its quotient, so writing the quotient in place computes, item 9.)
 
 
 def _root(a: np.ndarray) -> np.ndarray:
@@ -114,10 +123,11 @@ def _root(a: np.ndarray) -> np.ndarray:
 
 
 def _partial_overlap(target: np.ndarray, operand: np.ndarray) -> bool:
-    if not np.shares_memory(target, operand):
+    if target is operand or not np.shares_memory(target, operand):     # (t op= t: fine in both)
         return False
     same = (target.__array_interface__["data"][0] == operand.__array_interface__["data"][0]
-            and target.shape == operand.shape and target.strides == operand.strides)
+            and target.shape == operand.shape and target.strides == operand.strides
+            and 1 not in target.shape)     # (torch's strides of a size-1 dimension may differ)
     return not same
 
 
@@ -226,9 +236,12 @@ class Program:
                 count += step[2]
             elif kind in IN_PLACE_KINDS:
                 t, read = n(step[1]), f"_ = {n(step[1])}.is_leaf; "    # see STALE GRAD_FN
-                if kind == "iconst":
+                if kind.startswith("ng"):
+                    lines.append(read[:-2])
+                    read = "with torch.no_grad(): "
+                if kind in ("iconst", "ngiconst"):
                     lines.append(f"{read}{t} {step[2]}= {step[3]}")
-                elif kind == "itensor":
+                elif kind in ("itensor", "ngitensor"):
                     lines.append(f"{read}{t} {step[2]}= {n(step[3])}")
                 elif kind == "setitem":
                     value = step[3][1] if step[3][0] == "const" else n(step[3][1])
@@ -236,7 +249,7 @@ class Program:
                 else:
                     lines.append(f"{read}{DIRTY_NAMES[step[2]]}.apply({t})")
             elif kind == "retain":
-                lines.append(f"{n(step[1])}.retain_grad()")
+                lines.append(f"_ = {n(step[1])}.is_leaf; {n(step[1])}.retain_grad()")   # STALE GRAD_FN
             else:
                 t = n(step[1])
                 lines.append(f"if not {t}.is_leaf: {t}.register_hook(lambda g: None if g is None else g * {step[2]})")
@@ -268,6 +281,8 @@ def _expr_code(step: tuple, n) -> str:
         return f"{n(args[0])}.tanh()"
     if op == "exp":
         return f"{n(args[0])}.tanh().exp()"
+    if op == "div":
+        return f"{n(args[0])} / ({n(args[1])} * {n(args[1])} + 1)"
     return f"{n(args[0])} {dict(mul='*', add='+', matmul='@')[op]} {n(args[1])}"
 
 
@@ -320,7 +335,10 @@ def views(draw, a: np.ndarray) -> tuple:
 
 
 @st.composite
-def view_programs(draw, max_steps: int = 8) -> Program:
+def view_programs(draw, max_steps: int = 8, regeneration: bool = False) -> Program:
+    """``regeneration``: mostly views of views (detach() among them), writes under no_grad or
+    through a detach(), hooks and retain_grad before and after them (issue 26 item 8), and
+    divides to write into; no split/unbind and no views made under no_grad."""
     seed = draw(st.integers(0, 2**16))
     s0 = draw(st.sampled_from(SHAPES))
     shapes = [s0] + ([draw(st.sampled_from([s0, s0, *SHAPES]))] if draw(st.booleans()) else [])
@@ -329,35 +347,48 @@ def view_programs(draw, max_steps: int = 8) -> Program:
     # A NumPy stand-in for each tensor made so far: its shape, and whether a view shares memory.
     arrays = [np.empty(s) for s in shapes] + [np.empty(s0)]
     # For each tensor: the tensor it is an autograd view of (not detach; None if it is not a view),
-    # and whether it is restricted. Sets of tensors: with a hook, that called retain_grad, and the
-    # views that had a view of their own when their memory was written in place (``regenerated``).
-    # What they keep out: see the comments below the imports (the names in capitals).
+    # and whether it is restricted. What that keeps out: see the comments below the imports (the
+    # names in capitals).
     parent = [None] * len(arrays)
     restricted = [False] * len(arrays)
-    hooked, retained, regenerated = set(), set(), set()
+    no_grad_view = [False] * len(arrays)
+    paired = set()                                  # see NO_GRAD VIEW OPERANDS
     steps = []
-    for _ in range(draw(st.integers(1, max_steps))):
+    retaining, lazy = set(), set()                  # see LAZY RETAIN_GRAD
+
+    def touch(j):
+        if j in lazy:
+            steps.append(("retain", j))
+            lazy.discard(j)
+    chain = draw(st.integers(1, 3)) if regeneration else 0       # views of views first
+    for step_no in range(chain + draw(st.integers(1, max_steps))):
         n = len(arrays)
         ok = list(range(n))
-        src = draw(st.one_of(st.just(ok[-1]), st.sampled_from(ok)))   # chains more often than not
+        src = ok[-1] if step_no < chain else draw(st.one_of(st.just(ok[-1]), st.sampled_from(ok)))
+        if regeneration and step_no >= chain and draw(st.booleans()):
+            src = draw(st.sampled_from(ok[len(shapes):]))           # the base or a view of it, often
         a = arrays[src]
         s = a.shape
         same = [j for j in ok if arrays[j].shape == s]
         partners = [j for j in ok if len(s) == 2 and arrays[j].ndim == 2 and arrays[j].shape[0] == s[1]]
-        kinds = ["view", "view", "op", "ngview"]
-        kinds += [] if src in regenerated else ["retain", "hook"]              # VIEWS REGENERATED ...
-        kinds += ["op"] if partners else []                    # matmul is drawn as an op
-        kinds += ["multi"] if s else []
-        # In-place writes and mark_dirty: LAZY VIEW ERROR, VIEWS REGENERATED FROM THE ROOT.
-        # ``between``: the views of src's memory that have a view of their own.
-        between = {v for v in set(parent) - {None} if parent[v] is not None and _root(arrays[v]) is _root(a)}
-        if not between & retained and (
-                restricted[src] or not any(r and _root(arrays[j]) is _root(a) for j, r in enumerate(restricted))):
-            kinds += ["iconst", "itensor", "itensor"] + (["setitem"] if s else [])
-            kinds += ["dirty"]
-        kind = draw(st.sampled_from(kinds))
-        if kind in IN_PLACE_KINDS:
-            regenerated |= between
+        writable = not any(_root(arrays[j]) is _root(a) for j in paired)
+        if regeneration:
+            kinds = ["view", "view", "view", "op", "retain", "retain", "hook", "hook"]
+            kinds += ["iconst", "itensor", "ngiconst", "ngiconst", "ngitensor"] + (["setitem"] if s else [])
+        else:
+            kinds = ["view", "view", "op", "ngview", "retain", "hook"]
+            kinds += ["op"] if partners else []                    # matmul is drawn as an op
+            kinds += ["multi"] if s else []
+            # In-place writes and mark_dirty: LAZY VIEW ERROR.
+            if writable and (restricted[src] or not any(r and _root(arrays[j]) is _root(a)
+                                                        for j, r in enumerate(restricted))):
+                kinds += ["iconst", "itensor", "itensor", "ngiconst", "ngitensor"] + (["setitem"] if s else [])
+                kinds += ["dirty"]
+        kind = "view" if step_no < chain else draw(st.sampled_from(kinds))
+        if kind in ("hook", "retain"):
+            lazy.discard(src)
+        else:
+            touch(src)
         if kind in ("view", "ngview"):
             how, param, new = draw(views(a))
             steps.append((kind, src, how, param))
@@ -365,6 +396,7 @@ def view_programs(draw, max_steps: int = 8) -> Program:
             is_view = how != "detach" and np.shares_memory(new, a)     # a reshape may copy
             parent.append(src if is_view else None)
             restricted.append(is_view and (kind == "ngview" or restricted[src]))
+            no_grad_view.append(is_view and (kind == "ngview" or no_grad_view[src]))
         elif kind == "multi":
             if draw(st.booleans()):
                 k = draw(st.sampled_from([d for d in range(1, s[0] + 1) if s[0] % d == 0]))
@@ -375,23 +407,32 @@ def view_programs(draw, max_steps: int = 8) -> Program:
                 arrays += [a[i, ...] for i in range(s[0])]                 # views, 0-d for a 1-D a
             parent += [src] * (len(arrays) - n)
             restricted += [True] * (len(arrays) - n)
+            no_grad_view += [no_grad_view[src]] * (len(arrays) - n)
         elif kind == "op":
-            op = draw(st.sampled_from(["mul", "add", "tanh", "exp"] + (["matmul"] * 3 if partners else [])))
+            op = draw(st.sampled_from(["div", "div", "mul", "tanh"] if regeneration else
+                                      ["mul", "add", "tanh", "exp", "div"] + (["matmul"] * 3 if partners else [])))
             if op == "matmul":
                 j = draw(st.sampled_from(partners))
+                touch(j)
                 steps.append(("op", op, (src, j)))
                 arrays.append(np.empty((s[0], arrays[j].shape[1])))
             else:
-                args = (src, draw(st.sampled_from(same))) if op in ("mul", "add") else (src,)
+                args = (src, draw(st.sampled_from(same))) if op in ("mul", "add", "div") else (src,)
+                touch(args[-1])
                 steps.append(("op", op, args))
                 arrays.append(np.empty(s))
             parent.append(None)
             restricted.append(False)
-        elif kind == "iconst":
-            steps.append(("iconst", src, draw(st.sampled_from(IN_PLACE_CONST)), draw(st.sampled_from(CONSTS))))
-        elif kind == "itensor":
+            no_grad_view.append(False)
+            if len(steps[-1][2]) == 2 and any(no_grad_view[j] for j in steps[-1][2]):
+                paired.update(steps[-1][2])
+        elif kind in ("iconst", "ngiconst"):
+            steps.append((kind, src, draw(st.sampled_from(IN_PLACE_CONST)), draw(st.sampled_from(CONSTS))))
+        elif kind in ("itensor", "ngitensor"):
             fits = [j for j in same if not _partial_overlap(a, arrays[j])]       # PARTIAL OVERLAP
-            steps.append(("itensor", src, draw(st.sampled_from("+-*")), draw(st.sampled_from(fits))))
+            op, j = draw(st.sampled_from("+-*")), draw(st.sampled_from(fits))
+            touch(j)
+            steps.append((kind, src, op, j))
         elif kind == "setitem":
             key = draw(slice_keys(s))
             target = np.empty(s)[_np_key(key)].shape
@@ -399,16 +440,23 @@ def view_programs(draw, max_steps: int = 8) -> Program:
             fits = [j for j in ok if arrays[j].shape in (target, ()) and not _partial_overlap(region, arrays[j])]
             value = draw(st.one_of(st.tuples(st.just("const"), st.sampled_from(CONSTS)),
                                    *([st.tuples(st.just("tensor"), st.sampled_from(fits))] if fits else [])))
+            if value[0] == "tensor":
+                touch(value[1])
             steps.append(("setitem", src, key, value))
         elif kind == "dirty":
             steps.append(("dirty", src, draw(st.sampled_from("*+"))))
         elif kind == "retain":
             steps.append(("retain", src))
-            retained.add(src)
+            if parent[src] is not None:
+                retaining.add(src)
         else:
             steps.append(("hook", src, draw(st.sampled_from(CONSTS))))
-            hooked.add(src)
-    loss = tuple(draw(st.lists(st.sampled_from(range(len(arrays))), min_size=1, max_size=2, unique=True)))
+        if kind in IN_PLACE_KINDS:         # (after its operands were touched)
+            for r in retaining:
+                if _root(arrays[r]) is _root(a):
+                    (lazy.add if r != src or kind.startswith("ng") else lazy.discard)(r)
+    first = len(shapes) + 1 if regeneration else 0          # (regeneration: a loss of views)
+    loss = tuple(draw(st.lists(st.sampled_from(range(first, len(arrays))), min_size=1, max_size=2, unique=True)))
     return Program(seed, tuple(shapes), base, tuple(steps), loss)
 
 
@@ -522,11 +570,15 @@ def execute(p: Program, lib) -> dict:
                     ts.append(lib.exp(lib.tanh(a)))
                 else:
                     c = ts[args[1]]
-                    ts.append(a * c if op == "mul" else a + c if op == "add" else a @ c)
+                    ts.append(a * c if op == "mul" else a + c if op == "add" else a / (c * c + 1)
+                              if op == "div" else a @ c)
             elif kind == "iconst":
                 _in_place(ts[step[1]], step[2], step[3])
             elif kind == "itensor":
                 _in_place(ts[step[1]], step[2], ts[step[3]])
+            elif kind in ("ngiconst", "ngitensor"):
+                with lib.no_grad():
+                    _in_place(ts[step[1]], step[2], step[3] if kind == "ngiconst" else ts[step[3]])
             elif kind == "setitem":
                 value = step[3][1] if step[3][0] == "const" else ts[step[3][1]]
                 ts[step[1]][_np_key(step[2])] = value
@@ -534,6 +586,7 @@ def execute(p: Program, lib) -> dict:
                 t = ts[step[1]]
                 returned_input.append(lib.dirty[step[2]].apply(t) is t)
             elif kind == "retain":
+                _ = ts[step[1]].is_leaf                    # see STALE GRAD_FN
                 ts[step[1]].retain_grad()
                 retained.append(step[1])
             else:
@@ -604,8 +657,21 @@ def test_views_and_in_place_ops_match_torch(p):
     check(p)
 
 
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(view_programs(regeneration=True))
+def test_regenerated_views_hooks_and_retain_grad_match_torch(p):
+    check(p)
+
+
 @pytest.mark.slow
-@settings(max_examples=2000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=5000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(view_programs())
 def test_views_and_in_place_ops_match_torch_long(p):
+    check(p)
+
+
+@pytest.mark.slow
+@settings(max_examples=5000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(view_programs(regeneration=True))
+def test_regenerated_views_hooks_and_retain_grad_match_torch_long(p):
     check(p)

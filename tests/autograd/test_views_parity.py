@@ -265,7 +265,147 @@ def mark_dirty_after_a_save(L):            # exp saved y; the Function changed i
     return x.grad
 
 
+# ----- regeneration: every view straight from its root base, after any write (issue 26 item 8) -----
+def hook_on_a_view_after_a_no_grad_write_to_a_view_of_it(L):   # v1's gradient skips v0's hook
+    x0 = L.t([[0.68, 0.62]], True)
+    v0 = x0[::3]
+    v1 = v0[:, -2]
+    with L.no_grad():
+        v1 += -1
+    _ = v0.is_leaf                 # (torch 2.13 segfaults in register_hook without this read)
+    v0.register_hook(lambda g: g * 2)
+    v3 = v1 @ (v0 + x0)
+    (v3 * L.t([1.08, 0.8])).sum().backward()
+    return x0.grad
+
+
+def hook_on_a_transposed_view_after_a_write_through_detach(L):
+    x = L.t([[1., 2], [3, 4]], True)
+    y = x * 1
+    v = y.T
+    w = v[0]
+    w.detach().mul_(3) if L.torch else w.detach().__imul__(3)
+    _ = v.is_leaf
+    v.register_hook(lambda g: g * 10)
+    (w * w).sum().backward()
+    return x.grad
+
+
+def retain_grad_on_a_view_after_a_write_through_a_detach_of_its_view(L):
+    x = L.t([1., 2, 3, 4], True)
+    y = x * 2
+    v = y[0:3]
+    v.retain_grad()
+    w = v[0:2]
+    d = w.detach()
+    d += 1
+    _ = v.is_leaf
+    (v * v).sum().backward()
+    return v.grad
+
+
+def retain_grad_on_a_view_used_before_a_write_through_a_detach_of_its_view(L):   # item 8 (b)
+    x = L.t([1., 2, 3, 4], True)
+    y = x * 2
+    v = y[0:3]
+    v.retain_grad()
+    z = v * 3                      # the use the loss sees was made before the write
+    d = v[0:2].detach()
+    d += 1
+    (z * z).sum().backward()
+    return v.grad
+
+
+def retain_grad_on_a_view_used_before_a_write_under_no_grad(L):
+    x = L.t([1., 2, 3, 4], True)
+    y = x * 2
+    v = y[0:3]
+    v.retain_grad()
+    z = v * 3
+    with L.no_grad():
+        y[1:2] = 0.0 if L.torch is None else L.torch.tensor(0.0, dtype=L.torch.float64)
+    (z * z).sum().backward()
+    return v.grad
+
+
+def retain_grad_on_a_view_is_none_when_only_its_view_is_used(L):   # as torch: v's node is skipped
+    x = L.t([1., 2, 3, 4], True)
+    y = x * 2
+    v = y[0:3]
+    v.retain_grad()
+    w = v[0:2]
+    w += 1
+    (w * w).sum().backward()
+    return [float(v.grad is None)] + [float(g) for g in x.grad]
+
+
+def broadcast_view_after_its_base_changes(L):   # the expanded view follows the new base
+    x = L.t([1., 2], True)
+    y = x * 1
+    b = L.broadcast_to(y, (3, 2))
+    y *= 3
+    (b * b).sum().backward()
+    return x.grad
+
+
+# ----- what each op saves (issue 26 item 9): its operands, where PyTorch's do -----
+def in_place_on_a_quotient(L):             # divide keeps x and y, not x / y
+    x = L.t([0.3, -0.7, 0.5], True)
+    v = x / (x * x + 1)
+    v += 2
+    (v * L.t([1., 3, -2])).sum().backward()
+    return x.grad
+
+
+def in_place_on_a_constant_over_a_tensor(L):
+    x = L.t([0.3, -0.7, 0.5], True)
+    v = 2.0 / (x * x + 1)
+    v *= 3
+    v.sum().backward()
+    return x.grad
+
+
+def in_place_on_a_square(L):               # x ** 2 keeps x
+    x = L.t([0.3, -0.7, 0.5], True)
+    v = (x * 1) ** 2
+    v -= 1
+    (v * v).sum().backward()
+    return x.grad
+
+
+def in_place_on_an_erfinv(L):              # erfinv keeps x (PyTorch recomputes erfinv)
+    x = L.t([0.3, -0.7, 0.5], True)
+    v = L.erfinv(x)
+    v += 1
+    v.sum().backward()
+    return x.grad
+
+
+def in_place_on_a_power_of_a_tensor_exponent(L):   # the exponent's gradient reads the output
+    x = L.t([0.3, 0.7], True)
+    v = 2.0 ** x
+    v += 1
+    v.sum().backward()
+    return x.grad
+
+
+def in_place_on_a_sqrt(L):                 # sqrt (as exp, tanh, sigmoid) keeps its output
+    x = L.t([0.3, 0.7], True)
+    v = x.sqrt() if L.torch else cr.sqrt(x)
+    v += 1
+    v.sum().backward()
+    return x.grad
+
+
 PROGRAMS = [
+    hook_on_a_view_after_a_no_grad_write_to_a_view_of_it,
+    hook_on_a_transposed_view_after_a_write_through_detach,
+    retain_grad_on_a_view_after_a_write_through_a_detach_of_its_view,
+    retain_grad_on_a_view_used_before_a_write_through_a_detach_of_its_view,
+    retain_grad_on_a_view_used_before_a_write_under_no_grad,
+    retain_grad_on_a_view_is_none_when_only_its_view_is_used, broadcast_view_after_its_base_changes,
+    in_place_on_a_quotient, in_place_on_a_constant_over_a_tensor, in_place_on_a_square,
+    in_place_on_an_erfinv, in_place_on_a_power_of_a_tensor_exponent, in_place_on_a_sqrt,
     matmul_operand_no_gradient_reads, matmul_operand_a_gradient_reads, matmul_vector_operands,
     retain_grad_after_in_place, retain_grad_after_in_place_on_a_view,
     retain_grad_on_a_view_after_its_base_changes, in_place_on_a_diagonal,
@@ -281,6 +421,8 @@ PROGRAMS = [
 ]
 
 RAISES = {   # what chainrule's error says
+    "in_place_on_a_power_of_a_tensor_exponent": "modified by an in-place operation",
+    "in_place_on_a_sqrt": "modified by an in-place operation",
     "matmul_operand_a_gradient_reads": "modified in place after it was saved",
     "in_place_on_an_offset_diagonal_view_of_exp": "modified by an in-place operation",
     "in_place_on_a_split_output": "returned by split/unbind",
@@ -293,6 +435,16 @@ RAISES = {   # what chainrule's error says
 }
 
 EXPECTED = {   # by hand
+    "hook_on_a_view_after_a_no_grad_write_to_a_view_of_it": [[-0.736, -0.768]],
+    "hook_on_a_transposed_view_after_a_write_through_detach": [[6., 0], [18, 0]],
+    "retain_grad_on_a_view_after_a_write_through_a_detach_of_its_view": [6., 10, 12],
+    "retain_grad_on_a_view_is_none_when_only_its_view_is_used": [1., 12, 20, 0, 0],
+    "retain_grad_on_a_view_used_before_a_write_through_a_detach_of_its_view": [36., 72, 108],
+    "retain_grad_on_a_view_used_before_a_write_under_no_grad": [36., 72, 108],
+    "broadcast_view_after_its_base_changes": [54., 108],
+    "in_place_on_a_quotient": [(1 - 0.09) / 1.09 ** 2, 3 * (1 - 0.49) / 1.49 ** 2, -2 * 0.75 / 1.25 ** 2],
+    "in_place_on_a_constant_over_a_tensor": [-12 * 0.3 / 1.09 ** 2, 12 * 0.7 / 1.49 ** 2, -6 / 1.25 ** 2],
+    "in_place_on_a_square": [4 * 0.3 * (0.09 - 1), -4 * 0.7 * (0.49 - 1), 4 * 0.5 * (0.25 - 1)],
     "matmul_operand_no_gradient_reads": None,      # torch's value only
     "retain_grad_after_in_place": [6., 12, 18, 24, 18, 36, 54, 72],
     "retain_grad_after_in_place_on_a_view": [6., 12, 6, 8, 18, 36, 6, 8],
@@ -377,3 +529,49 @@ def test_diagonal_is_a_writable_view_with_numpys_values():
     assert m._version == 1 and m.data[0, 0, 1] == -1 and m.data[1, 2, 3] == -1
     with pytest.raises(cr.ShapeError, match="diagonal: needs at least 2 dimensions"):
         cr.diagonal(cr.tensor([1.0, 2.0]))
+
+
+def _retained_after_a_write(L, base, view, write, grad_mode, loss):
+    """A view ``v`` (of a leaf, a product or a tensor that gained its history in place) retains its
+    grad; memory it shares is written through a view of it, a detach() of one, or v itself, with
+    grad mode on or off; the loss uses v, its view w or the base."""
+    x = L.t([[1., 2], [3, 4]], True)
+    if base == "leaf":
+        y = x
+    elif base == "product":
+        y = x * 2
+    else:
+        y = L.t([[0., 0], [0, 0]])
+        y += x
+    v = y[0:2] if view == "slice" else y.T if view == "T" else y.reshape((4,))
+    v.retain_grad()
+    w = v[0:1]
+    target = {"detach of a view": w.detach(), "view of a detach": v.detach()[0:1], "the view": w}[write]
+    if grad_mode:
+        if base == "leaf" and write == "the view":
+            return None                     # a view of a leaf in place: raises in both (tested above)
+        target += 1
+    else:
+        with L.no_grad():
+            target += 1
+    _ = v.is_leaf, w.is_leaf                # (torch makes grad_fn lazily)
+    out = {"v": v, "w": w, "y": y}[loss]
+    (out * out).sum().backward()
+    return [None if v.grad is None else _np(v.grad), _np(x.grad)]
+
+
+@pytest.mark.parametrize("base", ["leaf", "product", "written"])
+@pytest.mark.parametrize("view", ["slice", "T", "reshape"])
+@pytest.mark.parametrize("write", ["detach of a view", "view of a detach", "the view"])
+@pytest.mark.parametrize("grad_mode", [True, False])
+def test_retain_grad_on_a_view_after_a_write_matches_torch(base, view, write, grad_mode):
+    torch = pytest.importorskip("torch")
+    for loss in ("v", "w", "y"):
+        want = _retained_after_a_write(Lib(torch), base, view, write, grad_mode, loss)
+        got = _retained_after_a_write(Lib(), base, view, write, grad_mode, loss)
+        if want is None:
+            continue
+        assert (got[0] is None) == (want[0] is None), f"v.grad: chainrule {got[0]}, torch {want[0]} ({loss})"
+        for g, w in zip(got, want):
+            if w is not None:
+                np.testing.assert_allclose(g, w, rtol=1e-12, err_msg=loss)

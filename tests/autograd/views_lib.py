@@ -8,8 +8,8 @@ from chainrule import forward_ad as fwAD
 
 
 class Lib:
-    """``Lib()`` runs a program in chainrule, ``Lib(torch)`` in torch: tensor, exp, tanh, no_grad,
-    split, forward mode and the custom-Function base class."""
+    """``Lib()`` runs a program in chainrule, ``Lib(torch)`` in torch: tensor, exp, tanh, erfinv,
+    broadcast_to, no_grad, split, forward mode and the custom-Function base class."""
 
     def __init__(self, torch=None):
         self.torch = torch
@@ -25,6 +25,12 @@ class Lib:
 
     def tanh(self, x):
         return cr.tanh(x) if self.torch is None else x.tanh()
+
+    def erfinv(self, x):
+        return cr.special.erfinv(x) if self.torch is None else self.torch.special.erfinv(x)
+
+    def broadcast_to(self, x, shape):
+        return cr.broadcast_to(x, shape) if self.torch is None else x.expand(*shape)
 
     def no_grad(self):
         return cr.no_grad() if self.torch is None else self.torch.no_grad()

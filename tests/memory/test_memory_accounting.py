@@ -156,3 +156,18 @@ def test_mlp_step_is_about_6nd(rng):
     assert p.ops["matmul"][1] == 2 * n * n_tok
     assert p.ops["matmul"][2] == matmul_bwd
     assert abs(p.total_flops / (6 * n * n_tok) - 1) < 0.05
+
+
+def test_divide_keeps_its_operands_not_the_quotient(rng):
+    x, y = _t((10,), rng), _t((10,), rng)
+    with cr.profile() as p:
+        q = x / y                       # x and y, as PyTorch's div: the quotient may change in place
+        assert p.saved_bytes == 160 and p.ops["divide"][3] == 160
+        r = x / 2.0                     # a constant divisor: x needs only it
+        c = 3.0 / y                     # y, already held: counted once
+        assert p.saved_bytes == 160
+        q += 1
+        (q.sum() + r.sum() + c.sum()).backward()
+    np.testing.assert_allclose(x.grad.data, 1 / y.data + 0.5, rtol=1e-12)
+    np.testing.assert_allclose(y.grad.data, -x.data / y.data ** 2 - 3 / y.data ** 2, rtol=1e-12)
+    assert p.saved_bytes == 0

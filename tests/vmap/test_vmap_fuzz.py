@@ -17,7 +17,15 @@ one op of the vocabulary:
   shapes, ``where(c > 0, a, b)``;
 - in-place ops on a copy: ``y = v.copy(); y += w; y *= 2.0; y[key] = w`` (``key`` basic or the
   batched index; a batched value is written only into a batched copy: the other case is the
-  documented VmapError).
+  documented VmapError);
+- in-place ops through views of a copy: one or two views (basic indexing with steps, ints and
+  None, a reshape that splits axes, transpose, ``.T``, diagonal, a view of a view), written with
+  ``*=``/``+=``/``/=`` or ``view[key] = w``, the step's value being the base or a view made before
+  the writes (a merging reshape may copy inside vmap where one example's is a view: docs/vmap.md);
+- tensor hooks (``t.requires_grad and t.register_hook(h)``: scale by a constant, return None,
+  multiply by a value, add a value), on a value, on a new one, on the base or the view before an
+  in-place write (a hook on an unbatched value is linear: ``grad(vmap)`` hands it the sum of the
+  examples' gradients).
 
 Properties, each against a Python loop of the same program over the examples (``np.stack``):
 
@@ -107,12 +115,12 @@ def _axis(draw, ndim, allow_none=False):
     return draw(st.sampled_from(choices))
 
 
-def _key(draw, shape, bidx=None):
+def _key(draw, shape, bidx=None, basic=False):
     """A basic or integer-array index for ``shape`` (ndim >= 1), as source text; ``bidx`` names the
-    batched index input, whose values lie in [-2, 2)."""
+    batched index input, whose values lie in [-2, 2); ``basic``: a basic index only (a view)."""
     nd = len(shape)
     big = [a for a in range(nd) if shape[a] >= 2]
-    kinds = ["basic", "array"] + (["batched"] * 3 if bidx and big else [])
+    kinds = ["basic"] if basic else ["basic", "array"] + (["batched"] * 3 if bidx and big else [])
     kind = draw(st.sampled_from(kinds))
     if kind == "batched":
         a = draw(st.sampled_from(big))
@@ -166,6 +174,22 @@ def _reshapes(shape):
     if size == 1:
         out.add(())
     return sorted(out)
+
+
+def _splits(old, new):
+    """Whether reshaping ``old`` to ``new`` only splits axes and adds or drops 1s (so it is a view
+    for any strides; merging axes copies where the memory is not contiguous, and a batch's memory
+    need not be laid out as one example's: docs/vmap.md)."""
+    size = int(np.prod(old, dtype=np.int64))
+    new = [size // -int(np.prod(new)) if d == -1 else d for d in new]
+    rest = iter([d for d in new if d != 1])
+    for d in (d for d in old if d != 1):
+        p = 1
+        while p < d:
+            p *= next(rest, d + 1)
+        if p != d:
+            return False
+    return next(rest, None) is None
 
 
 def _einsum(draw, shapes):
@@ -244,7 +268,8 @@ def programs(draw, min_steps=3, max_steps=8):
         v = f"v{k}"
         kind = draw(st.sampled_from(["unary", "binary", "scalar", "reduce", "softmax", "sort", "cumsum",
                                      "reshape", "transpose", "T", "moveaxis", "expand_dims", "squeeze",
-                                     "index", "concat", "stack", "matmul", "einsum", "where", "inplace"]))
+                                     "index", "concat", "stack", "matmul", "einsum", "where", "inplace",
+                                     "view_inplace", "view_inplace", "hook"]))
         try:
             line, t, ops = _step(draw, kind, v, shape, batched, env, bidx, pick, pair, bcast, mm)
         except _NoOperand:                       # no value fits this op yet: draw another
@@ -404,6 +429,19 @@ def _step(draw, kind, v, shape, batched, env, bidx, pick, pair, bcast, mm):
         line = t = f"{v} = cr.where({c} > 0, {a}, {b})"
         t = f"{v} = torch.where({c} > 0, {a}, {b})"
         ops = [c, a, b]
+    elif kind == "view_inplace":
+        return _view_step(draw, v, shape, batched, env, pick, bcast)
+    elif kind == "hook":
+        a = pick()
+        target = draw(st.sampled_from([a, v]))
+        hook, ht, hops = _hook(draw, shape[a], batched[a], shape, batched)
+        c = draw(st.sampled_from(CONSTS))
+        reg, treg = (f"{target}.requires_grad and {target}.register_hook({h})" for h in (hook, ht))
+        make = f"{v} = {a} * {c}"
+        line, t = (f"{reg}; {make}", f"{treg}; {make}") if target == a else (f"{make}; {reg}", f"{make}; {treg}")
+        if target == a and env[a]._view is not None:
+            t = None        # torch 2.13 segfaults on a hook on a view inside vmap(grad) (rarely)
+        ops = [a] + hops
     else:                                    # in place on a copy
         a = pick()
         sa = shape[a]
@@ -445,6 +483,118 @@ def _step(draw, kind, v, shape, batched, env, bidx, pick, pair, bcast, mm):
         line = "; ".join(lines)
         t = None if None in tl else "; ".join(tl)
     return line, t, ops
+
+
+def _hook(draw, ts, tb, shape, batched):
+    """A tensor hook for a value of shape ``ts`` (batched: ``tb``), as (chainrule source, torch
+    source, operands). One on an unbatched value is linear: ``grad(vmap)`` hands it the sum of the
+    examples' gradients, and a Python loop calls it once per example."""
+    kind = draw(st.sampled_from(["scale", "none", "mul", "add"] if tb else ["scale", "none", "mul"]))
+    if kind == "scale":
+        h = f"lambda g: g * {draw(st.sampled_from(CONSTS))}"
+        return h, h, []
+    if kind == "none":
+        return "lambda g: None", "lambda g: None", []
+    ok = [n for n, s in shape.items() if bcast_to(s, ts) and (tb or not batched[n])]
+    if not ok:
+        return "lambda g: g * 2.0", "lambda g: g * 2.0", []
+    w = draw(st.sampled_from(ok))
+    h = f"lambda g: g * {w}" if kind == "mul" else f"lambda g: g + {w}"
+    return h, h, [w]
+
+
+def bcast_to(s, t):
+    """Whether shape ``s`` broadcasts to exactly ``t``."""
+    try:
+        return np.broadcast_shapes(s, t) == tuple(t)
+    except ValueError:
+        return False
+
+
+def _view_step(draw, v, shape, batched, env, pick, bcast):
+    """In-place ops through views of a copy: ``v = a.copy()``, one or two views of it (made before
+    the writes), maybe hooks on the base or a view before the writes, one to three writes through
+    the first view (``*=``/``+=`` a constant or a value, ``__setitem__`` on the view), and the step's
+    value is the base or one of the views (each must see the writes)."""
+    a = pick()
+    tb = batched[a]
+    lines, tl, ops = [f"{v} = {a}.copy()"], [f"{v} = {a}.clone()"], [a]
+
+    def shape_of(name):
+        loc = dict(env)
+        exec("; ".join(lines), {"cr": cr, "np": np}, loc)
+        return tuple(loc[name].shape)
+
+    def view(name, src, depth):
+        ss = shape_of(src)
+        kinds = ["index", "reshape", "transpose", "T"] + (["diagonal"] if len(ss) >= 2 else [])
+        kinds = [k for k in kinds if k != "index" or ss]
+        k = draw(st.sampled_from(kinds))
+        if k == "index":
+            key = _key(draw, ss, basic=True)
+            c = t = f"{name} = {src}[{key}]"
+        elif k == "reshape":        # one that splits axes or adds/drops 1s: a view whatever the layout
+            new = draw(st.sampled_from([r for r in _reshapes(ss) if _splits(ss, r)] or [ss]))
+            c = t = f"{name} = {src}.reshape({new!r})"
+        elif k == "diagonal":
+            c, t = f"{name} = cr.diagonal({src})", f"{name} = torch.diagonal({src})"
+        elif k == "T":
+            c, t = f"{name} = {src}.T", f"{name} = {src}.permute({tuple(range(len(ss)))[::-1]!r})"
+        else:
+            perm = tuple(draw(st.permutations(range(len(ss)))))
+            c, t = f"{name} = cr.transpose({src}, {perm!r})", f"{name} = {src}.permute({perm!r})"
+        lines.append(c)
+        tl.append(t)
+
+    def hook_on(name):
+        h, ht, hops = _hook(draw, shape_of(name), tb, shape, batched)
+        lines.append(f"{name}.requires_grad and {name}.register_hook({h})")
+        # (torch 2.13 segfaults, rarely, on a hook on a view inside vmap(grad): no torch form)
+        tl.append(f"{name}.requires_grad and {name}.register_hook({ht})" if name == v else None)
+        ops.extend(hops)
+
+    if draw(st.booleans()):
+        hook_on(v)
+    view("_w", v, 0)
+    if draw(st.booleans()):
+        view("_w", "_w", 1)                      # a view of a view
+    others = ["_w"]
+    if draw(st.booleans()):
+        view("_u", v, 0)                         # another view, made before the writes
+        others.append("_u")
+    if draw(st.booleans()):
+        hook_on("_w")                            # (left behind by the write, as in PyTorch)
+    sw = shape_of("_w")
+    for _ in range(draw(st.integers(1, 3))):
+        sub = draw(st.sampled_from(["iconst", "iop", "setitem"] if sw else ["iconst", "iop"]))
+        ok = [n for n, s in shape.items() if bcast_to(s, sw) and (tb or not batched[n])]
+        if sub == "iop" and ok:
+            w = draw(st.sampled_from(ok))
+            op = draw(st.sampled_from(["+=", "-=", "*="]))
+            lines.append(f"_w {op} {w}")
+            tl.append(f"_w {op} {w}")
+            ops.append(w)
+        elif sub == "setitem":
+            key = _key(draw, sw, basic=True)
+            loc = dict(env)
+            exec("; ".join(lines), {"cr": cr, "np": np}, loc)
+            region = loc["_w"].data[eval(f"np.s_[{key}]", {"np": np})].shape
+            ok = [n for n, s in shape.items() if bcast_to(s, region) and (tb or not batched[n])]
+            value = draw(st.sampled_from(ok + [str(draw(st.sampled_from(CONSTS)))]))
+            lines.append(f"_w[{key}] = {value}")
+            tl.append(f"_w[{key}] = {value}")
+            if value in shape:
+                ops.append(value)
+        else:
+            op = draw(st.sampled_from(["+=", "*=", "/="]))
+            c = draw(st.sampled_from(CONSTS))
+            lines.append(f"_w {op} {c}")
+            tl.append(f"_w {op} {c}")
+    out = draw(st.sampled_from([v] + others))
+    if out != v:
+        lines.append(f"{v} = {out}")
+        tl.append(f"{v} = {out}")
+    return "; ".join(lines), None if None in tl else "; ".join(tl), ops
 
 
 # ----- running them -----
