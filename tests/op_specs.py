@@ -163,7 +163,7 @@ OP_SPECS: list[OpSpec] = [
            torch_fn=_tl(lambda t, a, b: t.linalg.solve(a + t.tensor(_SPD_SHIFT), b))),
     OpSpec("det", lambda x: cr.linalg.det(x + _SPD_SHIFT), shapes=((2, 3, 3),), domain=(-0.5, 0.5),
            torch_fn=_tl(lambda t, x: t.linalg.det(x + t.tensor(_SPD_SHIFT)))),
-    OpSpec("logabsdet", lambda x: cr.linalg.slogdet(x - _SPD_SHIFT)[1], shapes=((3, 3),),
+    OpSpec("logdet", lambda x: cr.linalg.slogdet(x - _SPD_SHIFT)[1], shapes=((3, 3),),
            domain=(-0.5, 0.5), torch_fn=_tl(lambda t, x: t.linalg.slogdet(x - t.tensor(_SPD_SHIFT))[1])),
     OpSpec("cholesky", lambda x: cr.linalg.cholesky(x @ x.T + _SPD_SHIFT), shapes=((3, 3),),
            torch_fn=_tl(lambda t, x: t.linalg.cholesky(x @ x.T + t.tensor(_SPD_SHIFT)))),

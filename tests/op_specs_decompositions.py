@@ -72,7 +72,7 @@ def _t_st(trans: int, lower: bool, unit: bool) -> Callable[..., Any]:
 
 
 def _slogdet_both(z: Any) -> Any:
-    sign, logabsdet = D.slogdet(z)
+    sign, logabsdet = cr.linalg.slogdet(z)
     return cr.stack([sign, logabsdet * (1 + 0j)])
 
 
@@ -140,9 +140,9 @@ SPECS: list[OpSpec] = [
            torch_fn=_tl(lambda t, c, b: t.cholesky_solve(b[:, None], t.triu(c + _c(t, _SHIFT)), upper=True)[:, 0])),
     OpSpec("logdet", _real(lambda x: _slogdet_both(_cplx(x) - _CSHIFT)), shapes=((3, 3),), domain=(-0.5, 0.5),
            torch_fn=_treal(lambda t, x: _t_slogdet_both(t, x + 0.5j * x.mT - _c(t, _CSHIFT)))),
-    OpSpec("cholesky_hermitian", lambda x: D.cholesky(x @ x.mT + _SHIFT, upper=True), id="cholesky_hermitian-upper",
+    OpSpec("cholesky", lambda x: cr.linalg.cholesky(x @ x.mT + _SHIFT, upper=True), id="cholesky-upper",
            shapes=((3, 3),), torch_fn=_tl(lambda t, x: t.linalg.cholesky(x @ x.mT + _c(t, _SHIFT), upper=True))),
-    OpSpec("cholesky_hermitian", _real(lambda x: D.cholesky(_hpd(_cplx(x)))), shapes=((3, 3),),
+    OpSpec("cholesky", _real(lambda x: cr.linalg.cholesky(_hpd(_cplx(x)))), shapes=((3, 3),),
            torch_fn=_treal(lambda t, x: t.linalg.cholesky(_t_hpd(t, x + 0.5j * x.mT)))),
 ]
 
@@ -173,8 +173,8 @@ COMPLEX_SPECS: list[OpSpec] = [
            torch_fn=_tl(lambda t, c, b: t.cholesky_solve(b[:, None], t.tril(c + _c(t, _CSHIFT)))[:, 0])),
     OpSpec("logdet", lambda z: _slogdet_both(z - _CSHIFT), shapes=((2, 3, 3),), domain=_NARROW, imag=_NARROW,
            kinds="c", torch_fn=_tl(lambda t, z: _t_slogdet_both(t, z - _c(t, _CSHIFT)))),
-    OpSpec("cholesky_hermitian", lambda z: D.cholesky(_hpd(z)), shapes=((3, 3),), kinds="c",
+    OpSpec("cholesky", lambda z: cr.linalg.cholesky(_hpd(z)), shapes=((3, 3),), kinds="c",
            torch_fn=_tl(lambda t, z: t.linalg.cholesky(_t_hpd(t, z)))),
-    OpSpec("cholesky_hermitian", lambda z: D.cholesky(_hpd(z), upper=True), id="cholesky_hermitian-upper",
+    OpSpec("cholesky", lambda z: cr.linalg.cholesky(_hpd(z), upper=True), id="cholesky-upper",
            shapes=((2, 3, 3),), kinds="c", torch_fn=_tl(lambda t, z: t.linalg.cholesky(_t_hpd(t, z), upper=True))),
 ]

@@ -110,7 +110,6 @@ from .linalg import (
     inv,
     linear,
     matmul,
-    norm,
     outer,
     slogdet,
     solve,
@@ -178,15 +177,18 @@ from .shape import (
     view_as_real,
     vstack,
 )
+from .spectral import norm
 
 _LINALG_MORE = ("matrix_power", "multi_dot", "tensorsolve", "tensorinv", "matrix_transpose", "outer", "cross",
                 "vecdot", "trace", "diagonal", "tensordot")
 _SPECTRAL = ("eigh", "eigvalsh", "svd", "svdvals", "pinv", "lstsq", "cond", "matrix_rank", "matrix_norm",
              "vector_norm", "norm")
-_DECOMPOSITIONS = ("eig", "eigvals", "qr", "matrix_exp", "solve_triangular", "cho_solve", "slogdet", "cholesky")
-# cr.linalg: NumPy's np.linalg (and SciPy's solve_triangular/cho_solve, torch's matrix_exp)
+_DECOMPOSITIONS = ("eig", "eigvals", "qr", "matrix_exp", "solve_triangular", "cho_solve")
+# cr.linalg: NumPy's np.linalg (and SciPy's solve_triangular/cho_solve, torch's matrix_exp). The short
+# names cr.inv, cr.cholesky, cr.norm, ... are these same functions (one implementation per name).
 linalg = types.SimpleNamespace(
-    inv=inv, solve=solve, det=det, matmul=matmul, LinAlgError=np.linalg.LinAlgError,
+    inv=inv, solve=solve, det=det, slogdet=slogdet, cholesky=cholesky, matmul=matmul,
+    LinAlgError=np.linalg.LinAlgError,
     **{name: getattr(linalg_more, name) for name in _LINALG_MORE},
     **{name: getattr(spectral, name) for name in _SPECTRAL},
     **{name: getattr(decompositions, name) for name in _DECOMPOSITIONS})
@@ -221,10 +223,9 @@ _FUNCTIONS = {np.sum: sum, np.mean: mean, np.prod: prod, np.max: amax, np.amax: 
               np.repeat: repeat, np.pad: pad, np.take: take, np.take_along_axis: take_along_axis,
               np.where: where, np.clip: clip, np.round: round, np.around: round,
               np.zeros_like: zeros_like, np.ones_like: ones_like, np.tril: tril, np.triu: triu,
-              np.atleast_1d: atleast_1d, np.atleast_2d: atleast_2d, np.nonzero: nonzero,
-              np.linalg.inv: inv, np.linalg.solve: solve, np.linalg.det: det, np.linalg.matmul: matmul}
-_FUNCTIONS.update({getattr(np.linalg, name): getattr(linalg, name)
-                   for name in _LINALG_MORE + _SPECTRAL + _DECOMPOSITIONS if hasattr(np.linalg, name)})
+              np.atleast_1d: atleast_1d, np.atleast_2d: atleast_2d, np.nonzero: nonzero}
+_FUNCTIONS.update({getattr(np.linalg, name): fn for name, fn in vars(linalg).items()
+                   if callable(getattr(np.linalg, name, None)) and not isinstance(fn, type)})
 
 
 _FUNCTIONS.update({getattr(np.fft, name): getattr(fft, name) for name in fft.NAMES})

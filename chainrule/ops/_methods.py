@@ -17,6 +17,7 @@ from . import elementwise as E
 from . import linalg as L
 from . import reduction as R
 from . import shape as S
+from . import spectral as Sp
 from .nn import log_softmax, softmax
 
 _METHODS = {
@@ -32,7 +33,7 @@ _METHODS = {
     "roll": S.roll, "repeat": S.repeat, "take": S.take, "trace": R.trace, "diagonal": S.diagonal,
     "broadcast_to": S.broadcast_to, "unbind": S.unbind, "conj": E.conj, "conjugate": E.conj,
     "angle": E.angle, "tile": S.tile, "sort": R.sort, "dot": L.dot,
-    "matmul": L.matmul, "norm": L.norm, "softmax": softmax, "log_softmax": log_softmax,
+    "matmul": L.matmul, "norm": Sp.norm, "softmax": softmax, "log_softmax": log_softmax,
     "__add__": E.add, "__sub__": E.subtract, "__mul__": E.multiply, "__truediv__": E.divide,
     "__floordiv__": E.floor_divide, "__mod__": E.mod, "__divmod__": E.divmod, "__pow__": E.power,
     "__matmul__": L.matmul, "__neg__": E.negative, "__abs__": E.abs, "__getitem__": S.getitem,

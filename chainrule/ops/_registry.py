@@ -27,6 +27,7 @@ from ..errors import (
     DTypeError,
     LinAlgError,
     ShapeError,
+    UnsupportedArgument,
     VmapConversionError,
     VmapError,
     describe,
@@ -137,6 +138,13 @@ def _conj(a: Any) -> Any:
 
 
 _C64, _C128, _CLD = np.dtype(np.complex64), np.dtype(np.complex128), np.dtype(np.clongdouble)
+
+
+def no_out(name: str, out: Any) -> None:
+    """Refuse NumPy's ``out=`` (every chainrule function that takes it calls this one)."""
+    if out is not None:
+        raise UnsupportedArgument(f"{name}: out= is not supported (chainrule ops return new tensors); assign "
+                                  f"the result instead")
 
 
 def real_only(name: str, x: Any) -> Any:

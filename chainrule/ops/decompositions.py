@@ -1,6 +1,6 @@
-"""Matrix decompositions and functions: eig, eigvals, qr, matrix_exp, solve_triangular, cho_solve,
-and complex-capable slogdet and cholesky. NumPy's/SciPy's names, arguments and result types;
-PyTorch's derivatives (``torch.linalg``), in both modes, to any order, for real and complex input.
+"""Matrix decompositions and functions: eig, eigvals, qr, matrix_exp, solve_triangular, cho_solve
+(slogdet and cholesky are linalg's). NumPy's/SciPy's names, arguments and result types; PyTorch's
+derivatives (``torch.linalg``), in both modes, to any order, for real and complex input.
 
 Design. A primitive has one output, so a decomposition with several results is ONE primitive whose
 output packs them, and the public function splits it with two getitem views (cheap, and
@@ -13,10 +13,10 @@ written with chainrule ops (recorded on Tensors: second and higher derivatives c
 ``matrix_exp``'s rules call ``matrix_exp`` itself on the block matrix [[A, E], [0, A]], whose
 upper-right block is the Frechet derivative L(A, E).
 
-Complex convention (PyTorch's): a VJP is J^H g. eig, qr, solve_triangular and the Hermitian
-cholesky state their rules with conjugate transposes themselves (``complex="own"``); matrix_exp
-and logdet are analytic (``"holomorphic"``). eig always returns complex arrays (as torch.linalg.eig);
-a real input receives the real part of its complex cotangent.
+Complex convention (PyTorch's): a VJP is J^H g. eig, qr and solve_triangular state their rules
+with conjugate transposes themselves (``complex="own"``); matrix_exp is analytic (``"holomorphic"``).
+eig always returns complex arrays (as torch.linalg.eig); a real input receives the real part of
+its complex cotangent.
 
 Ill-defined derivatives raise a clear error instead of returning inf/NaN: a loss that depends on
 the phase of eig's eigenvectors (they are defined up to e^{i phi}); eigenvector derivatives at
@@ -39,15 +39,13 @@ from ..tensor import Tensor
 from ..tensor import wrap as _wrap
 from ._batching import batch_unary, set_batch
 from ._registry import apply, defprim, raw
-from .elementwise import conj, exp, where
-from .linalg import SlogdetResult, _batch_solve_like, _per_batch, inv, matmul, solve
-from .linalg import cholesky as _real_cholesky
-from .linalg import slogdet as _real_slogdet
+from .elementwise import conj, where
+from .linalg import _batch_solve_like, _per_batch, matmul, solve
 from .reduction import sum
-from .shape import concatenate, diagonal, expand_dims, imag, real, swapaxes, tril, triu
+from .shape import concatenate, diagonal, expand_dims, real, swapaxes, tril, triu
 
 __all__ = ["EigResult", "QRResult", "eig", "eigvals", "qr", "matrix_exp", "solve_triangular",
-           "cho_solve", "slogdet", "cholesky"]
+           "cho_solve"]
 
 _GAP = 1e-10          # relative eigenvalue gap below which eigenvalues count as repeated
 
@@ -216,8 +214,7 @@ def eig(a: Any) -> EigResult:
     eigenvectors' phases and the eigenvalues are distinct.
 
     >>> import chainrule as cr
-    >>> from chainrule.ops import decompositions as D     # cr.linalg.* once wired
-    >>> D.eig(cr.tensor([[2.0, 0.0], [0.0, 3.0]])).eigenvalues
+    >>> cr.linalg.eig(cr.tensor([[2.0, 0.0], [0.0, 3.0]])).eigenvalues
     tensor([2.+0.j, 3.+0.j])
     """
     _check_square(a, "eig")
@@ -230,8 +227,7 @@ def eigvals(a: Any) -> Any:
     """Eigenvalues (complex), as ``numpy.linalg.eigvals`` / ``torch.linalg.eigvals``.
 
     >>> import chainrule as cr
-    >>> from chainrule.ops import decompositions as D     # cr.linalg.* once wired
-    >>> D.eigvals(cr.tensor([[0.0, -1.0], [1.0, 0.0]]))
+    >>> cr.linalg.eigvals(cr.tensor([[0.0, -1.0], [1.0, 0.0]]))
     tensor([0.+1.j, 0.-1.j])
     """
     _check_square(a, "eigvals")
@@ -338,8 +334,7 @@ def qr(a: Any, mode: str = "reduced") -> Any:
     full rank, 'complete' when m <= n.
 
     >>> import chainrule as cr
-    >>> from chainrule.ops import decompositions as D     # cr.linalg.* once wired
-    >>> q, r = D.qr(cr.tensor([[3.0, 1.0], [4.0, 2.0]]))
+    >>> q, r = cr.linalg.qr(cr.tensor([[3.0, 1.0], [4.0, 2.0]]))
     >>> r
     tensor([[-5. , -2.2],
             [ 0. ,  0.4]])
@@ -386,8 +381,7 @@ def matrix_exp(a: Any) -> Any:
     """Matrix exponential (``scipy.linalg.expm``, ``torch.linalg.matrix_exp``), batched.
 
     >>> import chainrule as cr
-    >>> from chainrule.ops import decompositions as D     # cr.linalg.* once wired
-    >>> D.matrix_exp(cr.tensor([[0.0, 1.0], [0.0, 0.0]]))
+    >>> cr.linalg.matrix_exp(cr.tensor([[0.0, 1.0], [0.0, 0.0]]))
     tensor([[1., 1.],
             [0., 1.]])
     """
@@ -464,8 +458,7 @@ def solve_triangular(a: Any, b: Any, trans: Any = 0, lower: bool = False, unit_d
     dimensions. Only the triangle that is read gets a gradient (not the diagonal if unit_diagonal).
 
     >>> import chainrule as cr
-    >>> from chainrule.ops import decompositions as D     # cr.linalg.* once wired
-    >>> D.solve_triangular(cr.tensor([[2.0, 1.0], [0.0, 4.0]]), cr.tensor([4.0, 8.0]))
+    >>> cr.linalg.solve_triangular(cr.tensor([[2.0, 1.0], [0.0, 4.0]]), cr.tensor([4.0, 8.0]))
     tensor([1., 2.])
     """
     if trans not in _TRANS:
@@ -488,8 +481,7 @@ def cho_solve(c_and_lower: tuple, b: Any, overwrite_b: bool = False, check_finit
     gradients.
 
     >>> import chainrule as cr
-    >>> from chainrule.ops import decompositions as D     # cr.linalg.* once wired
-    >>> D.cho_solve((cr.tensor([[2.0, 0.0], [1.0, 1.0]]), True), cr.tensor([4.0, 3.0]))
+    >>> cr.linalg.cho_solve((cr.tensor([[2.0, 0.0], [1.0, 1.0]]), True), cr.tensor([4.0, 3.0]))
     tensor([0.5, 1. ])
     """
     c, lower = c_and_lower
@@ -500,99 +492,11 @@ def cho_solve(c_and_lower: tuple, b: Any, overwrite_b: bool = False, check_finit
     return solve_triangular(c, y, lower=False, check_finite=False)
 
 
-# ----- complex slogdet and cholesky (the real ones are linalg's) -----
-def _logdet_forward(x: Any) -> Any:
-    sign, logabs = np.linalg.slogdet(x)
-    return logabs + 1j * np.angle(sign)
-
-
-def _inv_t(x: Any, out: Any) -> Any:
-    if np.isneginf(np.real(whole_batch(out))).any():
-        raise ValueError(f"slogdet: the gradient of log det(x) is inv(x)^T, which does not exist: the "
-                         f"{_shape(x)} input is singular (log|det| = -inf); regularise it (x + eps * I), or "
-                         f"differentiate cr.linalg.det, whose gradient is finite there")
-    return _t(inv(x))
-
-
-# log det x = log|det x| + i arg det x (complex): holomorphic, derivative inv(x)^T
-LOGDET = defprim("logdet", _logdet_forward,
-                 vjps=(lambda g, out, x: expand_dims(expand_dims(g, -1), -1) * _inv_t(x, out),),
-                 jvps=(lambda t, out, x: sum(_inv_t(x, out) * t, axis=(-2, -1)),), saves="x out",
-                 flops=_flops_cubic(2 / 3), kind="matmul", autocast="float32", complex="holomorphic")
-
-
-def slogdet(x: Any) -> Any:
-    """(sign, log|det|) as ``numpy.linalg.slogdet``, for real and complex input. For complex input
-    the sign is the phase det/|det| and, as in PyTorch, both results are differentiable (through
-    log det = log|det| + i arg det); real input is ``linalg.slogdet`` (the sign has no gradient).
-
-    >>> import chainrule as cr
-    >>> from chainrule.ops import decompositions as D     # cr.linalg.* once wired
-    >>> D.slogdet(cr.tensor([[2j, 0.0], [0.0, 3.0]])).sign
-    tensor(0.+1.j)
-    """
-    if not _is_complex(x):
-        return _real_slogdet(x)
-    _check_square(x, "slogdet")
-    ld = apply(LOGDET, (x,))
-    logabsdet = real(ld)
-    sign0 = _per_batch(lambda v: np.linalg.slogdet(v)[0], x)    # NumPy's exactly; derivative: i sign d(arg det)
-    if not isinstance(ld, Tensor):
-        return SlogdetResult(sign0, logabsdet)
-    arg = imag(ld)
-    return SlogdetResult(sign0 * exp(1j * (arg - (arg.detach() if arg._level else raw(arg)))), logabsdet)
-
-
-def _phi_h(x: Any) -> Any:
-    """Lower triangle with the diagonal halved."""
-    n = _shape(x)[-1]
-    return x * (np.tril(np.ones((n, n)), -1) + 0.5 * np.eye(n)).astype(np.result_type(raw(x).dtype, np.float32))
-
-
-def _cholesky_vjp(g: Any, out: Any, x: Any, upper: bool) -> Any:
-    # Murray (2016) with conjugate transposes: gA = L^{-H} Phi(L^H gL) L^{-1}, made Hermitian
-    low, gl = (_mh(out), _mh(g)) if upper else (out, g)          # U = L^H: gL = gU^H
-    l_inv = inv(low)
-    ga = matmul(matmul(_mh(l_inv), _phi_h(matmul(_mh(low), gl))), l_inv)
-    return 0.5 * (ga + _mh(ga))
-
-
-def _cholesky_jvp(t: Any, out: Any, x: Any, upper: bool) -> Any:
-    low = _mh(out) if upper else out
-    l_inv = inv(low)
-    dl = matmul(low, _phi_h(matmul(matmul(l_inv, t), _mh(l_inv))))
-    return _mh(dl) if upper else dl
-
-
-# The Cholesky factor with conjugate transposes, for complex input and upper=True (linalg's
-# "cholesky" is the real lower one; these rules are the same for real input)
-CHOLESKY_HERMITIAN = defprim("cholesky_hermitian", lambda x, upper: np.linalg.cholesky(x, upper=upper),
-                             vjps=(_cholesky_vjp,), jvps=(_cholesky_jvp,), saves="out", flops=_flops_cubic(1 / 3),
-                             kind="matmul", autocast="float32", complex="own",
-                             hint="The matrix must be Hermitian positive definite.")
-
-
 # ----- batching rules (cr.vmap) -----
 def _batch_solve_triangular(prim: Any, xs: tuple, batched: tuple, params: dict, size: int) -> Any:
     return _batch_solve_like(prim, xs, batched, dict(params, vec=False), size, params["vec"])
 
 
-for _prim in (EIG, EIGVALS, QR, MATRIX_EXP, LOGDET, CHOLESKY_HERMITIAN):
+for _prim in (EIG, EIGVALS, QR, MATRIX_EXP):
     set_batch(_prim, batch_unary)
 set_batch(SOLVE_TRIANGULAR, _batch_solve_triangular)
-
-
-def cholesky(x: Any, upper: bool = False) -> Any:
-    """Cholesky factor of a symmetric (Hermitian) positive-definite matrix, as
-    ``numpy.linalg.cholesky``: lower L with x = L L^H, or upper U = L^H with ``upper=True``.
-    The gradient is PyTorch's: x is taken to be Hermitian, so the gradient is Hermitian.
-
-    >>> import chainrule as cr
-    >>> from chainrule.ops import decompositions as D     # cr.linalg.* once wired
-    >>> D.cholesky(cr.tensor([[4.0, 2 + 2j], [2 - 2j, 6.0]]))
-    tensor([[2.+0.j, 0.+0.j],
-            [1.-1.j, 2.+0.j]])
-    """
-    if _is_complex(x) or upper:
-        return apply(CHOLESKY_HERMITIAN, (x,), {"upper": bool(upper)})
-    return _real_cholesky(x)

@@ -1,4 +1,4 @@
-"""Linear algebra. Primitives: matmul, einsum, inv, solve, det, logabsdet, cholesky; the rest composite.
+"""Linear algebra. Primitives: matmul, einsum, inv, solve, det, logdet, cholesky; the rest composite.
 
 FLOPs: a matmul (m x k)(k x n) counts 2mkn; einsum counts 2 x the product of all index sizes per
 pairwise contraction; inv/solve/det/cholesky count the usual O(n^3) constants (2n^3, 2n^3/3 ...).
@@ -11,17 +11,17 @@ import string
 from typing import Any, NamedTuple
 
 from .._backend import np
-from .._dtypes import LOW_PRECISION, accum_dtype, accumulate
+from .._dtypes import LOW_PRECISION, accum_dtype
 from ..batched import batched_like, whole_batch
 from ..errors import ShapeError
 from ..tensor import Tensor
 from ..tensor import wrap as _wrap
 from ._batching import batch_unary, example_ndim, lift, set_batch, transpose
 from ._batching import reshape as _breshape
-from ._registry import apply, defprim, raw, real_only
-from .elementwise import _abs2, _zero_at_zero, abs, add, astype, conj, sqrt
-from .reduction import _prod_others, amax, amin, sum
-from .shape import broadcast_to, expand_dims, ravel, reshape, squeeze, swapaxes
+from ._registry import apply, defprim, no_out, raw
+from .elementwise import add, astype, conj, exp
+from .reduction import _prod_others, sum
+from .shape import broadcast_to, expand_dims, imag, ravel, real, reshape, squeeze, swapaxes
 
 
 def _accumulating(fn: Any, *xs: Any) -> Any:
@@ -265,10 +265,15 @@ def _det_jvp(t: Any, out: Any, x: Any) -> Any:
     return sum(_cofactor(x, out) * t, axis=(-2, -1))           # trace(adj(x) t)
 
 
-def _logabsdet_inv_t(x: Any, out: Any) -> Any:
-    if np.any(np.isneginf(whole_batch(out))):
-        raise ValueError(f"slogdet: the gradient of log|det(x)| is inv(x)^T, which does not exist: the "
-                         f"{raw(x).shape} input is singular (log|det| = -inf); regularise it "
+def _logdet_forward(x: Any) -> Any:
+    sign, logabs = np.linalg.slogdet(x)
+    return logabs + 1j * np.angle(sign) if sign.dtype.kind == "c" else logabs
+
+
+def _logdet_inv_t(x: Any, out: Any) -> Any:
+    if np.isneginf(np.real(whole_batch(out))).any():
+        raise ValueError(f"slogdet: the gradient of log|det(x)| (log det(x) for complex x) is inv(x)^T, which "
+                         f"does not exist: the {raw(x).shape} input is singular (log|det| = -inf); regularise it "
                          f"(x + eps * I), or differentiate cr.linalg.det, whose gradient is finite there")
     return _t(inv(x))
 
@@ -276,36 +281,46 @@ def _logabsdet_inv_t(x: Any, out: Any) -> Any:
 DET = defprim("det", np.linalg.det, vjps=(_det_vjp,), jvps=(_det_jvp,), saves="x out",
               flops=lambda out, x: 2 * int(np.size(x)) * int(np.shape(x)[-1]) // 3, kind="matmul",
               autocast="float32", complex="holomorphic")
-LOGABSDET = defprim("logabsdet", lambda x: np.linalg.slogdet(real_only("logabsdet", x))[1],
-                    vjps=(lambda g, out, x: expand_dims(expand_dims(g, -1), -1) * _logabsdet_inv_t(x, out),),
-                    jvps=(lambda t, out, x: sum(_logabsdet_inv_t(x, out) * t, axis=(-2, -1)),), saves="x out",
-                    flops=lambda out, x: 2 * int(np.size(x)) * int(np.shape(x)[-1]) // 3, kind="matmul",
-                    autocast="float32")
+# log|det x| for real x; log det x = log|det x| + i arg det x for complex x: holomorphic, derivative inv(x)^T
+LOGDET = defprim("logdet", _logdet_forward,
+                 vjps=(lambda g, out, x: expand_dims(expand_dims(g, -1), -1) * _logdet_inv_t(x, out),),
+                 jvps=(lambda t, out, x: sum(_logdet_inv_t(x, out) * t, axis=(-2, -1)),), saves="x out",
+                 flops=lambda out, x: 2 * int(np.size(x)) * int(np.shape(x)[-1]) // 3, kind="matmul",
+                 autocast="float32", complex="holomorphic")
+
+
+def _mh(x: Any) -> Any:
+    """Conjugate transpose (the transpose for real data)."""
+    return conj(_t(x)) if _dtype(x).kind == "c" else _t(x)
 
 
 def _phi(x: Any) -> Any:
     """Lower triangle with the diagonal halved."""
     n = x.shape[-1]
-    return x * (np.tril(np.ones((n, n)), -1) + 0.5 * np.eye(n)).astype(raw(x).dtype)
+    return x * (np.tril(np.ones((n, n)), -1) + 0.5 * np.eye(n)).astype(np.result_type(raw(x).dtype, np.float32))
 
 
-def _cholesky_vjp(g: Any, out: Any, x: Any) -> Any:
-    # Murray (2016), arXiv 1602.07527; symmetrised because only a symmetric input is meaningful
-    l_inv = inv(out)
-    p = _phi(matmul(_t(out), g))
-    ga = matmul(matmul(_t(l_inv), p), l_inv)
-    return 0.5 * (ga + _t(ga))
+def _cholesky_vjp(g: Any, out: Any, x: Any, upper: bool = False) -> Any:
+    # Murray (2016), arXiv 1602.07527, with conjugate transposes: gA = L^{-H} Phi(L^H gL) L^{-1},
+    # made Hermitian because only a Hermitian input is meaningful; U = L^H, so gL = gU^H
+    low, gl = (_mh(out), _mh(g)) if upper else (out, g)
+    l_inv = inv(low)
+    ga = matmul(matmul(_mh(l_inv), _phi(matmul(_mh(low), gl))), l_inv)
+    return 0.5 * (ga + _mh(ga))
 
 
-def _cholesky_jvp(t: Any, out: Any, x: Any) -> Any:
-    l_inv = inv(out)
-    return matmul(out, _phi(matmul(matmul(l_inv, t), _t(l_inv))))
+def _cholesky_jvp(t: Any, out: Any, x: Any, upper: bool = False) -> Any:
+    low = _mh(out) if upper else out
+    l_inv = inv(low)
+    dl = matmul(low, _phi(matmul(matmul(l_inv, t), _mh(l_inv))))
+    return _mh(dl) if upper else dl
 
 
-CHOLESKY = defprim("cholesky", np.linalg.cholesky, vjps=(_cholesky_vjp,), jvps=(_cholesky_jvp,),
-                   saves="out", flops=lambda out, x: int(np.size(x)) * int(np.shape(x)[-1]) // 3,
-                   kind="matmul", autocast="float32",
-                   hint="The matrix must be symmetric positive definite.")
+CHOLESKY = defprim("cholesky", lambda x, upper=False: np.linalg.cholesky(x, upper=upper),
+                   vjps=(_cholesky_vjp,), jvps=(_cholesky_jvp,), saves="out",
+                   flops=lambda out, x, **p: int(np.size(x)) * int(np.shape(x)[-1]) // 3,
+                   kind="matmul", autocast="float32", complex="own",
+                   hint="The matrix must be symmetric (Hermitian) positive definite.")
 
 
 # ----- batching rules (cr.vmap) -----
@@ -409,7 +424,7 @@ set_batch(MATMUL, _batch_matmul)
 set_batch(LINEAR, _batch_linear)
 set_batch(EINSUM, _batch_einsum)
 set_batch(SOLVE, _batch_solve)
-for _prim in (INV, DET, LOGABSDET, CHOLESKY):
+for _prim in (INV, DET, LOGDET, CHOLESKY):
     set_batch(_prim, batch_unary)
 
 
@@ -503,8 +518,7 @@ def einsum(*operands: Any, out: Any = None, optimize: Any = False, dtype: Any = 
     >>> cr.einsum(cr.tensor([[1.0, 2.0]]), [0, 1], cr.tensor([3.0, 4.0]), [1], [0])
     tensor([11.])
     """
-    if out is not None:
-        raise TypeError("einsum: out= is not supported (chainrule ops return new tensors); assign the result instead")
+    no_out("einsum", out)
     if not operands:
         raise ValueError("einsum: no subscripts given")
     if isinstance(operands[0], str):
@@ -571,6 +585,19 @@ def tensordot(x: Any, y: Any, axes: Any = 2) -> Any:
     return einsum(f"{''.join(lx)},{''.join(ly)}->{''.join(out)}", x, y)
 
 
+def matrix_transpose(x: Any, /) -> Any:
+    """Swap the last two axes (a view), as ``numpy.matrix_transpose`` and ``numpy.linalg.matrix_transpose``.
+
+    >>> import chainrule as cr, numpy as np
+    >>> cr.matrix_transpose(np.ones((2, 3, 4))).shape
+    (2, 4, 3)
+    """
+    s = _shape(x)
+    if len(s) < 2:
+        raise ShapeError(f"matrix_transpose: the input must be at least 2-dimensional, got shape {tuple(s)}")
+    return swapaxes(x, -1, -2)
+
+
 def inv(x: Any) -> Any:
     """Matrix inverse (batched)."""
     return apply(INV, (x,))
@@ -600,71 +627,40 @@ class SlogdetResult(NamedTuple):
 
 
 def slogdet(x: Any) -> SlogdetResult:
-    """(sign, log|det|) as ``numpy.linalg.slogdet``; the sign has no gradient, log|det| has inv(x)^T
-    (a clear error at a singular x, where log|det| = -inf).
+    """(sign, log|det|) as ``numpy.linalg.slogdet``, for real and complex input (batched). Real input:
+    the sign has no gradient, log|det| has inv(x)^T (a clear error at a singular x, where log|det| =
+    -inf). Complex input: the sign is the phase det/|det| and, as in PyTorch, both results are
+    differentiable (through log det = log|det| + i arg det).
 
     >>> import chainrule as cr
     >>> cr.linalg.slogdet(cr.tensor([[2.0, 0.0], [0.0, 3.0]])).logabsdet  # doctest: +ELLIPSIS
     tensor(1.79...)
+    >>> cr.linalg.slogdet(cr.tensor([[2j, 0.0], [0.0, 3.0]])).sign
+    tensor(0.+1.j)
     """
-    logabsdet = apply(LOGABSDET, (x,))        # first: its errors name the op and the dtype
-    sign = _per_batch(lambda v: np.linalg.slogdet(v)[0], x)
-    return SlogdetResult(_wrap(sign) if isinstance(x, Tensor) and not x._level else sign, logabsdet)
+    s = _shape(x)
+    if len(s) < 2 or s[-1] != s[-2]:
+        raise ShapeError(f"slogdet: needs square matrices (..., n, n), got shape {tuple(s)}")
+    ld = apply(LOGDET, (x,))
+    sign = _per_batch(lambda v: np.linalg.slogdet(v)[0], x)       # NumPy's exactly
+    if _dtype(ld).kind != "c":
+        return SlogdetResult(_wrap(sign) if isinstance(x, Tensor) and not x._level else sign, ld)
+    logabsdet = real(ld)
+    if not isinstance(ld, Tensor):
+        return SlogdetResult(sign, logabsdet)
+    arg = imag(ld)             # the sign's derivative: i sign d(arg det)
+    return SlogdetResult(sign * exp(1j * (arg - (arg.detach() if arg._level else raw(arg)))), logabsdet)
 
 
-def cholesky(x: Any) -> Any:
-    """Lower Cholesky factor of a symmetric positive-definite matrix (batched)."""
-    return apply(CHOLESKY, (x,))
-
-
-def norm(x: Any, ord: Any = None, axis: Any = None, keepdims: bool = False) -> Any:
-    """Vector p-norms and the Frobenius norm (composite), as ``numpy.linalg.norm``.
-
-    Where a p-norm (p > 0) or one of its terms |x_i|**p has an infinite slope at 0 (the whole
-    vector 0; a zero entry for p < 1), the gradient there is taken as 0, as PyTorch does.
+def cholesky(x: Any, /, *, upper: bool = False) -> Any:
+    """Cholesky factor of a symmetric (Hermitian) positive-definite matrix (batched), as
+    ``numpy.linalg.cholesky`` and ``torch.linalg.cholesky``: lower L with x = L L^H, or upper
+    U = L^H with ``upper=True``. The gradient is PyTorch's: x is taken to be Hermitian, so the
+    gradient is Hermitian.
 
     >>> import chainrule as cr
-    >>> x = cr.tensor([0.0, 0.0], requires_grad=True)
-    >>> cr.linalg.norm(x, ord=3).backward(); x.grad
-    tensor([0., 0.])
+    >>> cr.linalg.cholesky(cr.tensor([[4.0, 2 + 2j], [2 - 2j, 6.0]]))
+    tensor([[2.+0.j, 0.+0.j],
+            [1.-1.j, 2.+0.j]])
     """
-    if getattr(x, "dtype", None) in LOW_PRECISION:
-        return accumulate(norm, x, ord, axis, keepdims)
-    ndim = np.ndim(raw(x))
-    if axis is None and ord is None:
-        return _two_norm(ravel(x) if not keepdims else x, None, keepdims)
-    if axis is None:
-        axis = tuple(range(ndim)) if ndim <= 2 else None
-    if isinstance(axis, tuple) and len(axis) == 2:
-        if ord in (None, "fro"):
-            return _two_norm(x, axis, keepdims)
-        if ord == "nuc" or ord in (2, -2, 1, -1, np.inf, -np.inf):
-            if ord in (1, -1, np.inf, -np.inf):
-                inner_axis, outer_axis = (axis[0], axis[1]) if ord in (1, -1) else (axis[1], axis[0])
-                sums = sum(abs(x), axis=inner_axis, keepdims=True)
-                red = amax if ord > 0 else amin
-                out = red(sums, axis=outer_axis, keepdims=True)
-                return out if keepdims else squeeze(out, axis)
-        raise ValueError(f"norm: matrix ord={ord!r} is not supported; use 'fro', 1, -1, inf or -inf")
-    if ord in (None, 2):
-        return _two_norm(x, axis, keepdims)
-    if ord == np.inf:
-        return amax(abs(x), axis=axis, keepdims=keepdims)
-    if ord == -np.inf:
-        return amin(abs(x), axis=axis, keepdims=keepdims)
-    if ord == 0:
-        return sum(astype(x != 0, abs(x).dtype), axis=axis, keepdims=keepdims)
-    if ord == 1:
-        return sum(abs(x), axis=axis, keepdims=keepdims)
-    if not isinstance(ord, (int, float, np.number)):
-        raise ValueError(f"norm: ord={ord!r} is not a vector norm order; use a number, inf or -inf "
-                         f"(or pass a 2-tuple axis for matrix norms such as 'fro' and 'nuc')")
-    if ord < 0:                      # a zero entry makes the norm 0 through 0**ord = inf: no masking
-        return sum(abs(x) ** ord, axis=axis, keepdims=keepdims) ** (1.0 / ord)
-    # |x|**p (p < 1) and s**(1/p) (p > 1) have infinite slopes at 0: gradient 0 there, as PyTorch
-    powered = _zero_at_zero(lambda a: a ** ord, abs(x))
-    return _zero_at_zero(lambda s: s ** (1.0 / ord), sum(powered, axis=axis, keepdims=keepdims))
-
-
-def _two_norm(x: Any, axis: Any, keepdims: bool) -> Any:
-    return _zero_at_zero(sqrt, sum(_abs2(x), axis=axis, keepdims=keepdims))
+    return apply(CHOLESKY, (x,), {"upper": bool(upper)})

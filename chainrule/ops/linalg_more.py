@@ -18,13 +18,13 @@ from typing import Any, Iterator, Sequence
 from .._backend import np
 from ..errors import DTypeError, LinAlgError, ShapeError
 from ..tensor import Tensor
-from ._registry import _python_array
+from ._registry import _python_array, no_out
 from .elementwise import astype, conj, copy, where
-from .linalg import dot, inv, matmul, solve
+from .linalg import dot, inv, matmul, matrix_transpose, solve
 from .linalg import tensordot as _tensordot
 from .reduction import sum
 from .shape import diagonal as _diagonal
-from .shape import getitem, moveaxis, reshape, stack, swapaxes, transpose
+from .shape import getitem, moveaxis, reshape, stack, transpose
 
 __all__ = ["matrix_power", "multi_dot", "tensorsolve", "tensorinv", "matrix_transpose", "outer", "cross",
            "vecdot", "trace", "diagonal", "tensordot"]
@@ -129,9 +129,7 @@ def multi_dot(arrays: Sequence[Any], *, out: Any = None) -> Any:
     >>> cr.ops.linalg_more.multi_dot([x, cr.tensor([[1.0, 0.0], [0.0, 2.0]]), x])
     tensor(9.)
     """
-    if out is not None:
-        raise TypeError("multi_dot: out= is not supported (chainrule ops return new tensors); assign "
-                        "the result instead")
+    no_out("multi_dot", out)
     arrays = [_arr(a) for a in arrays]
     if len(arrays) < 2:
         raise ShapeError(f"multi_dot: expects at least two arrays, got {len(arrays)}")
@@ -230,19 +228,6 @@ def tensorinv(a: Any, ind: int = 2) -> Any:
     with _named("tensorinv"):
         ainv = inv(reshape(a, (rows, cols)))
     return reshape(ainv, shape[ind:] + shape[:ind])
-
-
-def matrix_transpose(x: Any) -> Any:
-    """Swap the last two axes, as ``numpy.linalg.matrix_transpose`` (a view).
-
-    >>> import chainrule as cr
-    >>> cr.ops.linalg_more.matrix_transpose(cr.tensor([[1.0, 2.0]])).shape
-    (2, 1)
-    """
-    x = _arr(x)
-    if x.ndim < 2:
-        raise ShapeError(f"matrix_transpose: needs at least 2 dimensions, got shape {tuple(x.shape)}")
-    return swapaxes(x, -1, -2)
 
 
 def outer(x1: Any, x2: Any, /) -> Any:

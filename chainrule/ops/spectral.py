@@ -81,6 +81,7 @@ import warnings
 from typing import Any, NamedTuple
 
 from .._backend import np
+from .._dtypes import LOW_PRECISION, accumulate
 from ..batched import batched_like, whole_batch
 from ..errors import ShapeError, VmapError
 from ..grad_mode import STATE
@@ -88,9 +89,8 @@ from ..tensor import Tensor
 from ..tensor import wrap as _wrap
 from ._batching import batch_unary, set_batch
 from ._registry import apply, defprim, raw
-from .elementwise import abs, astype, conj, sign, where
+from .elementwise import _abs2, _zero_at_zero, abs, astype, conj, sign, sqrt, where
 from .linalg import _per_batch, inv, matmul
-from .linalg import norm as _vector_and_simple_norm
 from .reduction import amax, amin, sum
 from .shape import (
     concatenate,
@@ -101,6 +101,7 @@ from .shape import (
     ravel,
     real,
     reshape,
+    squeeze,
     swapaxes,
     take_along_axis,
 )
@@ -1154,6 +1155,33 @@ def matrix_rank(A: Any, tol: Any = None, hermitian: bool = False, *, rtol: Any =
                       A)
 
 
+def _vector_norm(x: Any, ord: Any, axis: Any, keepdims: bool) -> Any:
+    """Vector p-norm over ``axis`` (an int, a tuple read as one flattened axis, or None: all).
+
+    Where a p-norm (p > 0) or one of its terms |x_i|**p has an infinite slope at 0 (the whole
+    vector 0; a zero entry for p < 1), the gradient there is taken as 0, as PyTorch does."""
+    if getattr(x, "dtype", None) in LOW_PRECISION:
+        return accumulate(_vector_norm, x, ord, axis, keepdims)
+    if ord is None or (not isinstance(ord, str) and ord == 2):
+        return _zero_at_zero(sqrt, sum(_abs2(x), axis=axis, keepdims=keepdims))
+    if isinstance(ord, str) or not isinstance(ord, (int, float, np.number)):
+        raise ValueError(f"norm: ord={ord!r} is not a vector norm order; use a number, inf or -inf "
+                         f"(or a 2-D input or a 2-tuple axis for matrix norms such as 'fro' and 'nuc')")
+    if ord == np.inf:
+        return amax(abs(x), axis=axis, keepdims=keepdims)
+    if ord == -np.inf:
+        return amin(abs(x), axis=axis, keepdims=keepdims)
+    if ord == 0:
+        return sum(astype(x != 0, abs(x).dtype), axis=axis, keepdims=keepdims)
+    if ord == 1:
+        return sum(abs(x), axis=axis, keepdims=keepdims)
+    if ord < 0:                      # a zero entry makes the norm 0 through 0**ord = inf: no masking
+        return sum(abs(x) ** ord, axis=axis, keepdims=keepdims) ** (1.0 / ord)
+    # |x|**p (p < 1) and s**(1/p) (p > 1) have infinite slopes at 0: gradient 0 there, as PyTorch
+    powered = _zero_at_zero(lambda a: a ** ord, abs(x))
+    return _zero_at_zero(lambda s: s ** (1.0 / ord), sum(powered, axis=axis, keepdims=keepdims))
+
+
 _MATRIX_ORDS = ("fro", "nuc", 1, -1, 2, -2, np.inf, -np.inf)
 
 
@@ -1181,8 +1209,14 @@ def matrix_norm(x: Any, ord: Any = "fro", axis: tuple = (-2, -1), keepdims: bool
         raise ValueError(f"matrix_norm: invalid norm order {ord!r} for matrices; use one of 'fro', 'nuc', "
                          f"2, -2, 1, -1, inf, -inf")
     x = _floating(x)
-    if ord == "fro" or ord in (1, -1, np.inf, -np.inf):
-        return _vector_and_simple_norm(x, ord, (a0, a1), keepdims)
+    if ord == "fro":
+        return _vector_norm(x, None, (a0, a1), keepdims)
+    if ord in (1, -1, np.inf, -np.inf):
+        if getattr(x, "dtype", None) in LOW_PRECISION:
+            return accumulate(matrix_norm, x, ord, (a0, a1), keepdims)
+        inner, outer = (a0, a1) if ord in (1, -1) else (a1, a0)    # 1: max column sum; inf: max row sum
+        r = (amax if ord > 0 else amin)(sum(abs(x), axis=inner, keepdims=True), axis=outer, keepdims=True)
+        return r if keepdims else squeeze(r, (a0, a1))
     s = svdvals(moveaxis(x, (a0, a1), (-2, -1)))
     r = sum(s, axis=-1) if ord == "nuc" else amax(s, axis=-1) if ord == 2 else amin(s, axis=-1)
     if keepdims:
@@ -1212,30 +1246,50 @@ def vector_norm(x: Any, ord: Any = 2, axis: Any = None, keepdims: bool = False) 
     if len(set(axes)) != len(axes):
         raise ValueError(f"vector_norm: repeated axis in {axis!r}")
     if len(axes) == 1:
-        return _vector_and_simple_norm(x, ord, axes[0], keepdims)
+        return _vector_norm(x, ord, axes[0], keepdims)
     keep = [a for a in range(ndim) if a not in axes]
     flat = reshape(moveaxis(x, axes, tuple(range(ndim - len(axes), ndim))) if ndim else ravel(x),
                    tuple(shape[a] for a in keep) + (-1,))
-    r = _vector_and_simple_norm(flat, ord, -1, False)
+    r = _vector_norm(flat, ord, -1, False)
     if keepdims:
         r = reshape(r, tuple(1 if a in axes else shape[a] for a in range(ndim)))
     return r
 
 
 def norm(x: Any, ord: Any = None, axis: Any = None, keepdims: bool = False) -> Any:
-    """``numpy.linalg.norm``: vector norms and every matrix norm ('nuc', 2 and -2 by singular values).
+    """``numpy.linalg.norm`` (also ``cr.norm`` and ``Tensor.norm``): a vector norm over one axis (every
+    ``ord`` of ``numpy.linalg.norm``: inf, -inf, 0, any p), a matrix norm over two ('fro', 'nuc', 2,
+    -2, 1, -1, inf, -inf; 'nuc', 2 and -2 by singular values), the 2-norm of all entries when both
+    ``ord`` and ``axis`` are None. Without ``axis``, a 1-D input takes vector norms, a 2-D input
+    matrix norms. At 0, a p-norm's gradient is taken as 0, as PyTorch does.
 
     >>> import chainrule as cr
     >>> cr.linalg.norm(cr.tensor([[1.0, 0.0], [0.0, 2.0]]), ord=2)
     tensor(2.)
+    >>> x = cr.tensor([0.0, 0.0], requires_grad=True)
+    >>> cr.linalg.norm(x, ord=3).backward(); x.grad
+    tensor([0., 0.])
     """
+    x = _floating(x)
     ndim = len(np.shape(raw(x)))
-    if isinstance(ord, str) or (ord is not None and ord in (2, -2)):
-        matrix_axes = axis if isinstance(axis, (tuple, list)) and len(axis) == 2 else (
-            (0, 1) if axis is None and ndim == 2 else None)
-        if matrix_axes is not None and ord in ("nuc", 2, -2):
-            return matrix_norm(x, ord, tuple(matrix_axes), keepdims)
-    return _vector_and_simple_norm(x, ord, axis, keepdims)
+    if axis is None:
+        if ord is None:
+            return _vector_norm(x if keepdims else ravel(x), None, None, keepdims)
+        if ndim not in (1, 2):
+            raise ValueError(f"norm: ord={ord!r} without axis needs a 1-D or 2-D input, got {ndim} dimensions "
+                             f"(shape {np.shape(raw(x))}); pass axis (an int for vector norms, a pair for "
+                             f"matrix norms)")
+        axis = tuple(range(ndim))
+    elif not isinstance(axis, (tuple, list)):
+        axis = (axis,)
+    if len(axis) == 2:
+        return matrix_norm(x, "fro" if ord is None else ord, tuple(axis), keepdims)
+    if len(axis) != 1:
+        raise ValueError(f"norm: axis must be an int or a pair of ints, got {axis!r}")
+    a = int(axis[0])
+    if not -ndim <= a < ndim:
+        raise ValueError(f"norm: axis {a} is out of range for an array of {ndim} dimensions")
+    return _vector_norm(x, ord, a % ndim, keepdims)
 
 
 def cond(x: Any, p: Any = None) -> Any:
