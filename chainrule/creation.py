@@ -14,7 +14,7 @@ def _make(data: Any, dtype: Any, requires_grad: bool) -> Tensor:
     return Tensor(data, requires_grad=requires_grad)
 
 
-def zeros(shape: Any, dtype: Any = None, requires_grad: bool = False) -> Tensor:
+def zeros(shape: Any, dtype: Any = None, *, requires_grad: bool = False) -> Tensor:
     """Tensor of zeros.
 
     >>> import chainrule as cr
@@ -24,17 +24,17 @@ def zeros(shape: Any, dtype: Any = None, requires_grad: bool = False) -> Tensor:
     return _make(np.zeros(shape, dtype=dtype or np.float64), dtype, requires_grad)
 
 
-def ones(shape: Any, dtype: Any = None, requires_grad: bool = False) -> Tensor:
+def ones(shape: Any, dtype: Any = None, *, requires_grad: bool = False) -> Tensor:
     """Tensor of ones."""
     return _make(np.ones(shape, dtype=dtype or np.float64), dtype, requires_grad)
 
 
-def empty(shape: Any, dtype: Any = None, requires_grad: bool = False) -> Tensor:
+def empty(shape: Any, dtype: Any = None, *, requires_grad: bool = False) -> Tensor:
     """Uninitialised tensor (zeros here, for reproducibility)."""
-    return zeros(shape, dtype, requires_grad)
+    return zeros(shape, dtype, requires_grad=requires_grad)
 
 
-def full(shape: Any, fill_value: float, dtype: Any = None, requires_grad: bool = False) -> Tensor:
+def full(shape: Any, fill_value: float, dtype: Any = None, *, requires_grad: bool = False) -> Tensor:
     """Tensor filled with a constant ``fill_value`` (``cr.full`` is ``ops.numpy_arrays.full``: this,
     and differentiable in a fill value that is a tensor in a graph)."""
     data = np.full(shape, fill_value, dtype=dtype)

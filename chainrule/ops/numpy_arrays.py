@@ -26,12 +26,13 @@ from ..creation import full as _creation_full
 from ..errors import DTypeError, GraphError, ShapeError, VmapError, numpy_caller
 from ..tensor import Tensor, graph_role
 from ..tensor import wrap as _wrap
-from ._registry import in_graph
+from ._registry import in_graph, no_out
 from ._shapes import normalize_axis
 from .elementwise import astype as _astype
 from .elementwise import conj, not_equal, where
 from .elementwise import copy as _copy
 from .linalg import matmul
+from .linalg import matrix_transpose as matrix_transpose  # (one implementation, listed in NAMES)
 from .reduction import cumprod, cumsum
 from .shape import (
     broadcast_to,
@@ -47,7 +48,6 @@ from .shape import (
     reshape,
     split,
     stack,
-    swapaxes,
     take,
     take_along_axis,
     transpose,
@@ -123,12 +123,6 @@ def _take_along(x: Any, idx: Any, axis: int) -> Any:
 
 def _any_tensor(*xs: Any) -> bool:
     return builtins.any(isinstance(x, Tensor) for x in xs)
-
-
-def _no_out(out: Any, op: str) -> None:
-    if out is not None:
-        raise DTypeError(f"{op}: out= is not supported (chainrule ops return new arrays); "
-                         f"assign the result instead")
 
 
 def _axis1(axis: Any, ndim: int, op: str) -> int:
@@ -389,7 +383,7 @@ def choose(a: Any, choices: Any, out: Any = None, mode: str = "raise") -> Any:
     >>> cr.choose(np.array([0, 1, 0]), [np.zeros(3), np.ones(3)])
     array([0., 1., 0.])
     """
-    _no_out(out, "choose")
+    no_out("choose", out)
     like = (a,)
     a = np.asarray(_raw(a))
     if a.dtype.kind not in "iub":
@@ -452,7 +446,7 @@ def compress(condition: Any, a: Any, axis: Any = None, out: Any = None) -> Any:
     >>> cr.compress([True, False, True], np.array([1.0, 2.0, 3.0]))
     array([1., 3.])
     """
-    _no_out(out, "compress")
+    no_out("compress", out)
     _value_dependent("compress", "use cr.where(condition, a, 0) to keep the shape")(condition)
     cond = np.asarray(_raw(condition))
     if cond.ndim != 1:
@@ -997,18 +991,6 @@ def vander(x: Any, N: Any = None, increasing: bool = False) -> Any:
     return out if increasing else flip(out, 1)
 
 
-def matrix_transpose(x: Any, /) -> Any:
-    """Swap the last two axes, as ``numpy.matrix_transpose``.
-
-    >>> import chainrule as cr, numpy as np
-    >>> cr.matrix_transpose(np.ones((2, 3, 4))).shape
-    (2, 4, 3)
-    """
-    if _ndim(x) < 2:
-        raise ShapeError("Input array must be at least 2-dimensional")
-    return swapaxes(_arr(x), -1, -2)
-
-
 def matvec(x1: Any, x2: Any, /) -> Any:
     """Matrix-vector products over the last axes, broadcast (the ufunc ``numpy.matvec``).
 
@@ -1041,7 +1023,7 @@ def vecmat(x1: Any, x2: Any, /) -> Any:
 
 def _cumulative(x: Any, fn: Callable, ufunc: Any, axis: Any, dtype: Any, out: Any, include_initial: bool,
                 op: str) -> Any:
-    _no_out(out, op)
+    no_out(op, out)
     x = _arr(x)
     if _ndim(x) == 0:
         x = reshape(x, (1,))
@@ -1221,7 +1203,7 @@ def unique_all(x: Any) -> UniqueAllResult:
 
 
 # ----- filled arrays: differentiable in a fill value that is a tensor (as jax.numpy.full) -----
-def full(shape: Any, fill_value: Any, dtype: Any = None, requires_grad: bool = False) -> Tensor:
+def full(shape: Any, fill_value: Any, dtype: Any = None, *, requires_grad: bool = False) -> Tensor:
     """Tensor of ``shape`` filled with ``fill_value`` (Python floats take the default dtype). A fill
     value that is part of a graph (it requires grad, is dual or batched) is broadcast to ``shape``
     and cast to ``dtype``, so the result is differentiable in it (batched inside cr.vmap).
@@ -1233,9 +1215,9 @@ def full(shape: Any, fill_value: Any, dtype: Any = None, requires_grad: bool = F
     tensor(3.)
     """
     if not isinstance(fill_value, (Tensor, list, tuple)):         # the plain path: NumPy fills
-        return _creation_full(shape, fill_value, dtype, requires_grad)
+        return _creation_full(shape, fill_value, dtype, requires_grad=requires_grad)
     if not _in_graph_tree(fill_value):
-        return _creation_full(shape, _raw_tree(fill_value), dtype, requires_grad)
+        return _creation_full(shape, _raw_tree(fill_value), dtype, requires_grad=requires_grad)
     if requires_grad:
         raise GraphError("full: requires_grad=True makes a new leaf, but fill_value is part of a graph "
                          "(the result is a function of it, not a leaf); pass fill_value.detach() for a "

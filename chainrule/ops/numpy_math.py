@@ -21,6 +21,7 @@ Functions of plain arrays (no Tensor) return NumPy's own results.
 from __future__ import annotations
 
 import builtins
+import inspect
 import math
 from typing import Any, Callable
 
@@ -32,7 +33,7 @@ from ..batched import is_batched
 from ..errors import ShapeError, VmapError
 from ..tensor import Tensor, tensor
 from ..tensor import wrap as _wrap
-from ._registry import PRIMITIVES, apply, constant_arg, defprim, passthrough, raw
+from ._registry import PRIMITIVES, apply, constant_arg, defprim, no_out, passthrough, raw
 from .elementwise import (
     abs,
     astype,
@@ -96,16 +97,10 @@ def _dtype(x: Any) -> Any:
     return np.asarray(x).dtype if dt is None else dt
 
 
-def _no_out(name: str, out: Any) -> None:
-    if out is not None:
-        raise TypeError(f"{name}: out= is not supported (chainrule ops return new tensors); assign the result "
-                        f"instead")
-
-
 def _ufunc_fn(prim: Any, name: str, doc: str) -> Callable:
     """A public function for a binary primitive, with NumPy's ``out=None`` (refused)."""
     def fn(x1: Any, x2: Any, out: Any = None) -> Any:
-        _no_out(name, out)
+        no_out(name, out)
         return apply(prim, (x1, x2))
     fn.__name__ = fn.__qualname__ = name
     fn.__doc__ = doc
@@ -208,13 +203,13 @@ def trunc(x: Any, out: Any = None) -> Any:
     >>> cr.trunc(cr.tensor([-1.7, 1.7]))
     tensor([-1.,  1.])
     """
-    _no_out("trunc", out)
+    no_out("trunc", out)
     return apply(TRUNC, (x,))
 
 
 def fix(x: Any, out: Any = None) -> Any:
     """Round towards zero (``numpy.fix``, the same as ``trunc``); zero gradient."""
-    _no_out("fix", out)
+    no_out("fix", out)
     return apply(TRUNC, (x,))
 
 
@@ -225,7 +220,7 @@ def spacing(x: Any, out: Any = None) -> Any:
     >>> bool(cr.spacing(np.array([1.0]))[0] == np.finfo(np.float64).eps)
     True
     """
-    _no_out("spacing", out)
+    no_out("spacing", out)
     return apply(SPACING, (x,))
 
 
@@ -236,7 +231,7 @@ def modf(x: Any, out: Any = None) -> tuple:
     >>> cr.modf(cr.tensor([-2.5]))
     (tensor([-0.5]), tensor([-2.]))
     """
-    _no_out("modf", out)
+    no_out("modf", out)
     return apply(MODF, (x,)), apply(TRUNC, (x,))
 
 
@@ -248,7 +243,7 @@ def frexp(x: Any, out: Any = None) -> tuple:
     >>> cr.frexp(cr.tensor([12.0]))
     (tensor([0.75]), tensor([4], dtype=int32))
     """
-    _no_out("frexp", out)
+    no_out("frexp", out)
     if not isinstance(x, Tensor):
         return np.frexp(x)
     e = _frexp_exponent(x.detach()) if is_batched(x) else _wrap(np.frexp(x.data)[1])
@@ -287,13 +282,13 @@ def deg2rad(x: Any, out: Any = None) -> Any:
     >>> cr.deg2rad(cr.tensor([180.0]))
     tensor([3.1415927])
     """
-    _no_out("deg2rad", out)
+    no_out("deg2rad", out)
     return multiply(x, _PI / 180.0)
 
 
 def rad2deg(x: Any, out: Any = None) -> Any:
     """Radians to degrees, ``x * (180 / pi)`` as NumPy."""
-    _no_out("rad2deg", out)
+    no_out("rad2deg", out)
     return multiply(x, 180.0 / _PI)
 
 
@@ -303,7 +298,7 @@ degrees = rad2deg
 
 def positive(x: Any, out: Any = None) -> Any:
     """``+x``: a copy, gradient 1 (real or complex)."""
-    _no_out("positive", out)
+    no_out("positive", out)
     return copy(x)
 
 
@@ -314,7 +309,7 @@ def float_power(x1: Any, x2: Any, out: Any = None) -> Any:
     >>> cr.float_power(cr.tensor([2.0]), 3).dtype
     dtype('float64')
     """
-    _no_out("float_power", out)
+    no_out("float_power", out)
     dt = np.complex128 if np.result_type(_dtype(x1), _dtype(x2)).kind == "c" else np.float64
     return power(astype(x1, dt), astype(x2, dt))
 
@@ -326,7 +321,7 @@ def logaddexp2(x1: Any, x2: Any, out: Any = None) -> Any:
     >>> cr.logaddexp2(cr.tensor([1.0, 3.0]), cr.tensor([1.0, 3.0]))
     tensor([2., 4.])
     """
-    _no_out("logaddexp2", out)
+    no_out("logaddexp2", out)
     m = maximum(x1, x2)
     same = equal(x1, x2)              # also both +-inf, where x1 - x2 is NaN
     d = abs(where(same, 0.0, x1) - where(same, 0.0, x2))
@@ -717,7 +712,7 @@ def _plain(npfn: Callable, name: str) -> Callable:
     (tensor([ True, False]), True)
     """
     def fn(*args: Any, out: Any = None, **kwargs: Any) -> Any:
-        _no_out(name, out)
+        no_out(name, out)
         datas = [type(a)(raw(b) for b in a) if type(a) in (list, tuple) else raw(a) for a in args]
         res = npfn(*datas, **{k: raw(v) for k, v in kwargs.items()})     # (isclose's rtol/atol: data too)
         if _has_tensor(args) and isinstance(res, (ndarray, np.generic)):
@@ -744,6 +739,7 @@ def _window(npfn: Callable, name: str) -> Callable:
     def fn(M: int, *args: Any) -> Tensor:
         return tensor(npfn(M, *(constant_arg(a, name, "beta") for a in args)), dtype=get_default_dtype())
     fn.__name__ = fn.__qualname__ = name
+    fn.__signature__ = inspect.signature(npfn)          # (the arguments go to NumPy as they came)
     fn.__doc__ = (f"``numpy.{name}`` as a tensor of the default dtype (no gradient).\n\n"
                   f"    >>> import chainrule as cr\n    >>> cr.{name}(3{', 0.0' if name == 'kaiser' else ''})"
                   f".shape\n    (3,)\n    ")

@@ -565,7 +565,7 @@ def ptp(a: Any, axis: Any = None, out: Any = None, keepdims: bool = False) -> An
     """
     _no_out("ptp", out)
     a = _arr(a)
-    return amax(a, axis, keepdims) - amin(a, axis, keepdims)
+    return amax(a, axis, keepdims=keepdims) - amin(a, axis, keepdims=keepdims)
 
 
 def _replaced(a: Any, value: float) -> tuple:
@@ -577,7 +577,7 @@ def _replaced(a: Any, value: float) -> tuple:
 
 def _count_ok(mask: Any, axis: Any, keepdims: bool) -> Any:
     if isinstance(mask, Tensor):
-        return sum(~mask, axis, keepdims)
+        return sum(~mask, axis, keepdims=keepdims)
     return np.sum(~mask, axis=axis, dtype=np.intp, keepdims=keepdims)
 
 
@@ -600,28 +600,28 @@ def nansum(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdim
     tensor(3.)
     """
     _no_out("nansum", out)
-    return sum(_replaced(a, 0.0)[0], axis, keepdims, dtype)
+    return sum(_replaced(a, 0.0)[0], axis, dtype, keepdims=keepdims)
 
 
 def nanprod(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims: bool = False) -> Any:
     """Product treating NaN as 1 (``numpy.nanprod``); NaN entries get gradient 0."""
     _no_out("nanprod", out)
     x = _replaced(a, 1.0)[0]
-    return prod(x if dtype is None else astype(x, dtype), axis, keepdims)
+    return prod(x, axis, dtype, keepdims=keepdims)
 
 
 def nancumsum(a: Any, axis: Any = None, dtype: Any = None, out: Any = None) -> Any:
     """Cumulative sum treating NaN as 0 (``numpy.nancumsum``)."""
     _no_out("nancumsum", out)
     x = _replaced(a, 0.0)[0]
-    return cumsum(x if dtype is None else astype(x, dtype), axis)
+    return cumsum(x, axis, dtype)
 
 
 def nancumprod(a: Any, axis: Any = None, dtype: Any = None, out: Any = None) -> Any:
     """Cumulative product treating NaN as 1 (``numpy.nancumprod``)."""
     _no_out("nancumprod", out)
     x = _replaced(a, 1.0)[0]
-    return cumprod(x if dtype is None else astype(x, dtype), axis)
+    return cumprod(x, axis, dtype)
 
 
 def nanmean(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims: bool = False) -> Any:
@@ -631,7 +631,7 @@ def nanmean(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdi
     if mask is None:
         return _mean_like(x, axis, dtype, keepdims)
     cnt = _count_ok(mask, normalize_axis(axis, mask.ndim, "nanmean"), keepdims)
-    avg = _divide_by_count(sum(x, axis, keepdims, dtype), cnt)
+    avg = _divide_by_count(sum(x, axis, dtype, keepdims=keepdims), cnt)
     return _nan_where(cnt == 0, avg, "Mean of empty slice", 2)
 
 
@@ -644,7 +644,7 @@ def _mean_like(x: Any, axis: Any, dtype: Any, keepdims: bool) -> Any:
     axes = normalize_axis(axis, nd, "nanmean")
     shape = np.shape(raw(x))
     n = math.prod(shape) if axes is None else math.prod(shape[i] for i in axes)
-    tot = sum(x, axis, keepdims, dtype)
+    tot = sum(x, axis, dtype, keepdims=keepdims)
     return _divide_by_count(tot, np.asarray(n))
 
 
@@ -672,14 +672,14 @@ def _nanvar(a: Any, axis: Any, dtype: Any, ddof: int, keepdims: bool, op: str) -
     if mask is None:
         mask = np.zeros(d.shape, dtype=bool)
     cnt = _count_ok(mask, axes, True)
-    avg = _divide_by_count(sum(x, axis, True, dtype), cnt)
+    avg = _divide_by_count(sum(x, axis, dtype, keepdims=True), cnt)
     centered = x - avg
     if is_batched(mask) or mask.any():
         # NumPy's masked path subtracts in place: the deviations keep the data's dtype
         if raw(centered).dtype != d.dtype and _inexact(d.dtype):
             centered = astype(centered, d.dtype)
         centered = where(mask, 0.0, centered)
-    var = sum(_abs2(centered), axis, keepdims, dtype)
+    var = sum(_abs2(centered), axis, dtype, keepdims=keepdims)
     if not keepdims:
         cnt = _count_ok(mask, axes, False)
     dof = cnt - ddof
@@ -702,7 +702,7 @@ def nanmin(a: Any, axis: Any = None, out: Any = None, keepdims: bool = False) ->
 
 def _nanextreme(a: Any, axis: Any, keepdims: bool, fn: Any, fill: float) -> Any:
     x, mask = _replaced(a, fill)
-    res = fn(x, axis, keepdims)
+    res = fn(x, axis, keepdims=keepdims)
     if mask is not None:
         axes = normalize_axis(axis, np.ndim(raw(mask)), "nanmax")
         allnan = _count_ok(mask, axes, keepdims) == 0
@@ -729,7 +729,7 @@ def _nanarg(a: Any, axis: Any, keepdims: bool, fn: Any, fill: float, op: str) ->
         if not is_batched(mask) and np.any(np.all(mask, axis=axis)):
             raise ValueError(f"{op}: All-NaN slice encountered")
         a = where(mask, fill, a)
-    return fn(a, axis, keepdims)
+    return fn(a, axis, keepdims=keepdims)
 
 
 # ----- covariance -----

@@ -15,7 +15,7 @@ from .._backend import ndarray, np
 from .._dtypes import LOW_PRECISION, accum_dtype, accumulate
 from ._batching import batch_axes, set_batch
 from ._batching import reshape as _breshape
-from ._registry import apply, defprim, in_graph, raw
+from ._registry import apply, defprim, in_graph, no_out, raw
 from ._shapes import normalize_axis, reduced_shape
 from .elementwise import (
     _abs2,
@@ -87,7 +87,7 @@ PROD = defprim("prod", lambda x, axis, keepdims, shape: np.prod(x, axis=axis, ke
                vjps=(lambda g, out, x, axis, keepdims, shape:
                      expand_reduced(g, shape, axis, keepdims) * _prod_others(x, axis),),
                jvps=(lambda t, out, x, axis, keepdims, shape:
-                     sum(t * _prod_others(x, axis), axis, keepdims),),
+                     sum(t * _prod_others(x, axis), axis, keepdims=keepdims),),
                saves="x", flops=_reduce_flops, kind="reduction", accumulate=True, autocast="float32",
                complex="holomorphic")
 
@@ -105,7 +105,7 @@ def _extreme_rules() -> tuple:
         return expand_reduced(g, shape, axis, keepdims) * _argmax_share(out, x, axis, keepdims, shape)
 
     def jvp(t: Any, out: Any, x: Any, axis: Any, keepdims: bool, shape: Any) -> Any:
-        return sum(t * _argmax_share(out, x, axis, keepdims, shape), axis, keepdims)
+        return sum(t * _argmax_share(out, x, axis, keepdims, shape), axis, keepdims=keepdims)
     return (vjp,), (jvp,)
 
 
@@ -164,7 +164,7 @@ LOGSUMEXP = defprim("logsumexp", _logsumexp_forward,
                     vjps=(lambda g, out, x, axis, keepdims, shape:
                           expand_reduced(g, shape, axis, keepdims) * _softmax_of(x, out, axis, keepdims, shape),),
                     jvps=(lambda t, out, x, axis, keepdims, shape:
-                          sum(t * _softmax_of(x, out, axis, keepdims, shape), axis, keepdims),),
+                          sum(t * _softmax_of(x, out, axis, keepdims, shape), axis, keepdims=keepdims),),
                     saves="x out", flops=lambda out, x, **p: 3 * int(np.size(x)), kind="reduction",
                     accumulate=True, autocast="float32")
 
@@ -232,38 +232,42 @@ def _initial(x: Any, initial: Any) -> Any:
     return np.asarray(raw(initial)).astype(_dtype_of(x))
 
 
-def sum(x: Any, axis: Any = None, keepdims: bool = False, dtype: Any = None, initial: Any = None,
+def sum(x: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims: bool = False, initial: Any = None,
         where: Any = None) -> Any:
-    """Sum over ``axis`` (int, tuple or None), as ``numpy.sum``; ``where`` masks entries out (they get
-    no gradient), ``initial`` is added.
+    """Sum over ``axis`` (int, tuple or None), as ``numpy.sum`` (its parameters in its order); ``where``
+    masks entries out (they get no gradient), ``initial`` is added.
 
     >>> import chainrule as cr
     >>> cr.sum(cr.tensor([[1.0, 2.0], [3.0, 4.0]]), axis=0)
     tensor([4., 6.])
     """
+    if out is not None:
+        no_out("sum", out)
     if dtype is not None:
         x = astype(x, dtype)
     mask = _mask(where, x)
     if mask is not None:
         x = _where(mask, x, 0)
-    out = _reduce(x, SUM, axis, keepdims)
-    return out if initial is None else out + _initial(out, initial)
+    total = _reduce(x, SUM, axis, keepdims)
+    return total if initial is None else total + _initial(total, initial)
 
 
 _where = where                       # (``where`` is also a keyword of the reductions)
 
 
-def prod(x: Any, axis: Any = None, keepdims: bool = False, dtype: Any = None, initial: Any = None,
+def prod(x: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims: bool = False, initial: Any = None,
          where: Any = None) -> Any:
     """Product over ``axis``; the gradient is exact even with zeros in the input. ``where`` masks
     entries out, ``initial`` multiplies, as ``numpy.prod``."""
+    if out is not None:
+        no_out("prod", out)
     if dtype is not None:
         x = astype(x, dtype)
     mask = _mask(where, x)
     if mask is not None:
         x = _where(mask, x, 1)
-    out = _reduce(x, PROD, axis, keepdims)
-    return out if initial is None else out * _initial(out, initial)
+    total = _reduce(x, PROD, axis, keepdims)
+    return total if initial is None else total * _initial(total, initial)
 
 
 def _extreme(x: Any, prim: Any, axis: Any, keepdims: bool, initial: Any, where: Any) -> Any:
@@ -279,20 +283,25 @@ def _extreme(x: Any, prim: Any, axis: Any, keepdims: bool, initial: Any, where: 
         fill = (-np.inf if prim is AMAX else np.inf) if _dtype_of(x).kind in "fc" else first
         x = _where(mask, x, fill)
     if _count(x, axis, prim.name) == 0:                   # nothing to reduce: initial everywhere
-        return sum(x, axis, keepdims) * 0 + first
-    out = _reduce(x, prim, axis, keepdims)
-    return (maximum if prim is AMAX else minimum)(out, first)
+        return sum(x, axis, keepdims=keepdims) * 0 + first
+    return (maximum if prim is AMAX else minimum)(_reduce(x, prim, axis, keepdims), first)
 
 
-def amax(x: Any, axis: Any = None, keepdims: bool = False, initial: Any = None, where: Any = None) -> Any:
+def amax(x: Any, axis: Any = None, out: Any = None, keepdims: bool = False, initial: Any = None,
+         where: Any = None) -> Any:
     """Maximum over ``axis``; ties share the gradient evenly. ``initial`` and ``where`` as ``numpy.max``."""
+    if out is not None:
+        no_out("amax", out)
     if initial is None and where is None:
         return _reduce(x, AMAX, axis, keepdims)
     return _extreme(x, AMAX, axis, keepdims, initial, where)
 
 
-def amin(x: Any, axis: Any = None, keepdims: bool = False, initial: Any = None, where: Any = None) -> Any:
+def amin(x: Any, axis: Any = None, out: Any = None, keepdims: bool = False, initial: Any = None,
+         where: Any = None) -> Any:
     """Minimum over ``axis``; ties share the gradient evenly. ``initial`` and ``where`` as ``numpy.min``."""
+    if out is not None:
+        no_out("amin", out)
     if initial is None and where is None:
         return _reduce(x, AMIN, axis, keepdims)
     return _extreme(x, AMIN, axis, keepdims, initial, where)
@@ -315,12 +324,16 @@ def logsumexp(x: Any, axis: Any = None, keepdims: bool = False) -> Any:
     return _reduce(x, LOGSUMEXP, axis, keepdims)
 
 
-def cumsum(x: Any, axis: Any = None) -> Any:
-    """Cumulative sum along ``axis`` (flattened when None)."""
+def cumsum(x: Any, axis: Any = None, dtype: Any = None, out: Any = None) -> Any:
+    """Cumulative sum along ``axis`` (flattened when None), in ``dtype`` if given."""
+    if out is not None:
+        no_out("cumsum", out)
+    if dtype is not None:
+        x = astype(x, dtype)
     return _along(reshape(x, (-1,)), CUMSUM, 0) if axis is None else _along(x, CUMSUM, axis)
 
 
-def cumprod(x: Any, axis: Any = None) -> Any:
+def cumprod(x: Any, axis: Any = None, dtype: Any = None, out: Any = None) -> Any:
     """Cumulative product along ``axis`` (flattened when None); the gradient is exact with zeros too.
 
     >>> import chainrule as cr
@@ -328,6 +341,10 @@ def cumprod(x: Any, axis: Any = None) -> Any:
     >>> cr.cumprod(x).sum().backward(); x.grad
     tensor([1., 8., 0.])
     """
+    if out is not None:
+        no_out("cumprod", out)
+    if dtype is not None:
+        x = astype(x, dtype)
     return _along(reshape(x, (-1,)), CUMPROD, 0) if axis is None else _along(x, CUMPROD, axis)
 
 
@@ -348,33 +365,44 @@ def _count(x: Any, axis: Any, op: str) -> int:
 
 # The composites run whole in float32 for 16-bit x: a float16 sum rounded before the division
 # overflows (1,000 values of 100), and a variance would round at every step.
-def mean(x: Any, axis: Any = None, keepdims: bool = False, dtype: Any = None, where: Any = None) -> Any:
+def mean(x: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims: bool = False, *,
+         where: Any = None) -> Any:
     """Arithmetic mean over ``axis`` (composite: sum / n); ``where`` averages the selected entries."""
+    if out is not None:
+        no_out("mean", out)
     if dtype is not None:
         x = astype(x, dtype)
     if getattr(x, "dtype", None) in LOW_PRECISION:
-        return accumulate(mean, x, axis, keepdims, None, where)
+        return accumulate(lambda v: mean(v, axis, keepdims=keepdims, where=where), x)
     mask = _mask(where, x)
     if mask is not None:
-        total = sum(x, axis, keepdims, where=mask)
+        total = sum(x, axis, keepdims=keepdims, where=mask)
         count = np.sum(mask, axis=normalize_axis(axis, mask.ndim, "mean"), keepdims=keepdims)
         kind = _dtype_of(total).kind
         with np.errstate(invalid="ignore", divide="ignore"):
             return total / count.astype(_dtype_of(total) if kind in "fc" else np.float64)
     n = _count(x, axis, "mean")
-    return sum(x, axis, keepdims) / n                         # NaN for no elements, as NumPy
+    return sum(x, axis, keepdims=keepdims) / n                         # NaN for no elements, as NumPy
 
 
-def var(x: Any, axis: Any = None, keepdims: bool = False, ddof: int = 0, where: Any = None) -> Any:
-    """Variance over ``axis`` with ``ddof`` (NumPy's default 0; PyTorch's unbiased is ddof=1);
-    ``where`` uses only the selected entries."""
-    return _var(x, axis, keepdims, ddof, "var", where)
+def var(x: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: int = 0, keepdims: bool = False, *,
+        where: Any = None) -> Any:
+    """Variance over ``axis`` with ``ddof`` (NumPy's default 0; PyTorch's unbiased is ddof=1), in
+    ``dtype`` if given; ``where`` uses only the selected entries."""
+    if out is not None:
+        no_out("var", out)
+    return _var(x if dtype is None else astype(x, dtype), axis, keepdims, ddof, "var", where)
 
 
-def std(x: Any, axis: Any = None, keepdims: bool = False, ddof: int = 0, where: Any = None) -> Any:
+def std(x: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: int = 0, keepdims: bool = False, *,
+        where: Any = None) -> Any:
     """Standard deviation (composite: sqrt of var); the gradient of a constant's std is 0, as PyTorch."""
+    if out is not None:
+        no_out("std", out)
+    if dtype is not None:
+        x = astype(x, dtype)
     if getattr(x, "dtype", None) in LOW_PRECISION:
-        return accumulate(std, x, axis, keepdims, ddof, where)
+        return accumulate(lambda v: std(v, axis, ddof=ddof, keepdims=keepdims, where=where), x)
     return _zero_at_zero(sqrt, _var(x, axis, keepdims, ddof, "std", where))
 
 
@@ -385,15 +413,15 @@ def _var(x: Any, axis: Any, keepdims: bool, ddof: int, op: str, where: Any = Non
     if mask is not None:
         n = np.sum(mask, axis=normalize_axis(axis, mask.ndim, op), keepdims=keepdims)
         centered = x - mean(x, axis, keepdims=True, where=mask)
-        total = sum(_abs2(centered), axis, keepdims, where=mask)
+        total = sum(_abs2(centered), axis, keepdims=keepdims, where=mask)
         with np.errstate(invalid="ignore", divide="ignore"):
             return total / np.maximum(n - ddof, 0).astype(_dtype_of(total))
     n = _count(x, axis, op)
     centered = x - mean(x, axis, keepdims=True)
-    return sum(_abs2(centered), axis, keepdims) / builtins.max(n - ddof, 0)     # real for complex x
+    return sum(_abs2(centered), axis, keepdims=keepdims) / builtins.max(n - ddof, 0)     # real for complex x
 
 
-def average(x: Any, axis: Any = None, weights: Any = None, returned: bool = False, keepdims: bool = False) -> Any:
+def average(x: Any, axis: Any = None, weights: Any = None, returned: bool = False, *, keepdims: bool = False) -> Any:
     """Weighted mean, as ``numpy.average`` (1-D weights may run along ``axis``); composite.
     ``returned=True`` also gives the sum of the weights (differentiable in them).
 
@@ -403,11 +431,11 @@ def average(x: Any, axis: Any = None, weights: Any = None, returned: bool = Fals
     """
     if getattr(x, "dtype", None) in LOW_PRECISION:
         if returned:
-            avg, scale = average(astype(x, accum_dtype(x.dtype)), axis, weights, True, keepdims)
+            avg, scale = average(astype(x, accum_dtype(x.dtype)), axis, weights, True, keepdims=keepdims)
             return astype(avg, x.dtype), astype(scale, x.dtype)
-        return accumulate(average, x, axis, weights, False, keepdims)
+        return accumulate(lambda v: average(v, axis, weights, keepdims=keepdims), x)
     if weights is None:
-        avg = mean(x, axis, keepdims)
+        avg = mean(x, axis, keepdims=keepdims)
         if not returned:
             return avg
         shape = np.shape(raw(avg))
@@ -417,14 +445,14 @@ def average(x: Any, axis: Any = None, weights: Any = None, returned: bool = Fals
     if wdim == 1 and ndim > 1 and axis is not None and not isinstance(axis, tuple):
         a = normalize_axis(axis, ndim, "average")[0]      # 1-D weights along ``axis``, as NumPy
         weights = reshape(weights, tuple(-1 if i == a else 1 for i in range(ndim)))
-    total = sum(weights * ones_like(x), axis, keepdims)
-    avg = sum(x * weights, axis, keepdims) / total
+    total = sum(weights * ones_like(x), axis, keepdims=keepdims)
+    avg = sum(x * weights, axis, keepdims=keepdims) / total
     if not returned:
         return avg
     return avg, broadcast_to(total, np.shape(raw(avg))) if np.shape(raw(total)) != np.shape(raw(avg)) else total
 
 
-def pad(x: Any, pad_width: Any, mode: str = "constant", constant_values: Any = None, end_values: Any = None,
+def pad(x: Any, pad_width: Any, mode: str = "constant", *, constant_values: Any = None, end_values: Any = None,
         reflect_type: Any = None, stat_length: Any = None) -> Any:
     """``numpy.pad``: the linear modes of ``shape.pad`` and the statistic modes 'maximum', 'minimum',
     'mean' and 'median' (the statistic of the first/last ``stat_length`` entries along each axis:
@@ -437,7 +465,8 @@ def pad(x: Any, pad_width: Any, mode: str = "constant", constant_values: Any = N
     if mode not in ("maximum", "minimum", "mean", "median"):
         if stat_length is not None:
             pad_widths(x, pad_width, mode, {"stat_length": stat_length})     # (refused, naming it)
-        return _pad_linear(x, pad_width, mode, constant_values, end_values, reflect_type)
+        return _pad_linear(x, pad_width, mode, constant_values=constant_values, end_values=end_values,
+                           reflect_type=reflect_type)
     widths = pad_widths(x, pad_width, mode, {"stat_length": stat_length, "constant_values": constant_values,
                                              "end_values": end_values, "reflect_type": reflect_type})
     ndim = len(widths)
@@ -505,13 +534,17 @@ set_batch(ARGMAX, _batch_arg)
 set_batch(ARGMIN, _batch_arg)
 
 
-def argmax(x: Any, axis: Any = None, keepdims: bool = False) -> Any:
+def argmax(x: Any, axis: Any = None, out: Any = None, *, keepdims: bool = False) -> Any:
     """Index of the maximum (non-differentiable integer result)."""
+    if out is not None:
+        no_out("argmax", out)
     return apply(ARGMAX, (x,), {"axis": axis, "keepdims": keepdims})
 
 
-def argmin(x: Any, axis: Any = None, keepdims: bool = False) -> Any:
+def argmin(x: Any, axis: Any = None, out: Any = None, *, keepdims: bool = False) -> Any:
     """Index of the minimum (non-differentiable integer result)."""
+    if out is not None:
+        no_out("argmin", out)
     return apply(ARGMIN, (x,), {"axis": axis, "keepdims": keepdims})
 
 

@@ -17,7 +17,7 @@ from ..tensor import Tensor
 from ._batching import batch_axes, batch_index, batch_unary, expand, inverse, lift, region_shape, set_batch
 from ._batching import reshape as _breshape
 from ._batching import transpose as _btranspose
-from ._registry import apply, defprim, in_graph, raw
+from ._registry import apply, defprim, in_graph, no_out, raw
 from ._shapes import normalize_axis
 from .elementwise import IMAG, REAL, astype, multiply, where, zeros_like
 
@@ -459,11 +459,6 @@ def flatten(x: Any, start_axis: int = 0, end_axis: int = -1) -> Any:
     return reshape(x, shape[:s] + (-1,) + shape[e + 1:])
 
 
-def _refuse_out(out: Any, op: str) -> None:
-    if out is not None:
-        raise TypeError(f"{op}: out= is not supported (chainrule ops return new tensors); assign the result instead")
-
-
 def _cast_all(xs: list, dtype: Any, casting: str, op: str) -> list:
     """NumPy's ``dtype=``/``casting=`` of the joining functions: every input cast to ``dtype`` (by
     default the inputs' common type), refused as NumPy does when ``casting`` does not allow it."""
@@ -475,11 +470,11 @@ def _cast_all(xs: list, dtype: Any, casting: str, op: str) -> list:
     return xs if dtype is None else [x if d == target else astype(x, target) for x, d in zip(xs, dtypes)]
 
 
-def concatenate(xs: Sequence[Any], axis: int | None = 0, out: Any = None, dtype: Any = None,
+def concatenate(xs: Sequence[Any], axis: int | None = 0, out: Any = None, *, dtype: Any = None,
                 casting: str = "same_kind") -> Any:
     """Join along an existing axis (``axis=None`` flattens first), as ``numpy.concatenate``; ``dtype``
     casts the inputs first (as NumPy, within ``casting``)."""
-    _refuse_out(out, "concatenate")
+    no_out("concatenate", out)
     xs = list(xs)
     if not xs:
         raise ShapeError("concatenate: need at least one array")
@@ -502,14 +497,14 @@ def concatenate(xs: Sequence[Any], axis: int | None = 0, out: Any = None, dtype:
     return apply(CONCATENATE, tuple(xs), {"axis": axis, "bounds": tuple(bounds)})
 
 
-def stack(xs: Sequence[Any], axis: int = 0, out: Any = None, dtype: Any = None, casting: str = "same_kind") -> Any:
+def stack(xs: Sequence[Any], axis: int = 0, out: Any = None, *, dtype: Any = None, casting: str = "same_kind") -> Any:
     """Join along a new axis (composite of expand_dims + concatenate).
 
     >>> import chainrule as cr
     >>> cr.stack([cr.ones(2), cr.zeros(2)], axis=1).shape
     (2, 2)
     """
-    _refuse_out(out, "stack")
+    no_out("stack", out)
     xs = list(xs)
     if not xs:
         raise ShapeError("stack: need at least one array to stack")
@@ -521,13 +516,13 @@ def stack(xs: Sequence[Any], axis: int = 0, out: Any = None, dtype: Any = None, 
     return concatenate([expand_dims(x, axis) for x in xs], axis=axis, dtype=dtype, casting=casting)
 
 
-def hstack(xs: Sequence[Any], dtype: Any = None, casting: str = "same_kind") -> Any:
+def hstack(xs: Sequence[Any], *, dtype: Any = None, casting: str = "same_kind") -> Any:
     """Stack horizontally (composite)."""
     xs = [atleast_1d(x) for x in xs]
     return concatenate(xs, axis=0 if xs and len(_shape_of(xs[0])) == 1 else 1, dtype=dtype, casting=casting)
 
 
-def vstack(xs: Sequence[Any], dtype: Any = None, casting: str = "same_kind") -> Any:
+def vstack(xs: Sequence[Any], *, dtype: Any = None, casting: str = "same_kind") -> Any:
     """Stack vertically (composite)."""
     return concatenate([atleast_2d(x) for x in xs], axis=0, dtype=dtype, casting=casting)
 
@@ -641,7 +636,7 @@ def pad_widths(x: Any, pad_width: Any, mode: Any, kwargs: dict) -> tuple:
     return tuple(map(tuple, width.tolist()))
 
 
-def pad(x: Any, pad_width: Any, mode: str = "constant", constant_values: Any = None, end_values: Any = None,
+def pad(x: Any, pad_width: Any, mode: str = "constant", *, constant_values: Any = None, end_values: Any = None,
         reflect_type: Any = None) -> Any:
     """``numpy.pad`` with the modes 'constant', 'edge', 'reflect', 'symmetric' (``reflect_type`` 'even'
     or 'odd'), 'wrap' and 'linear_ramp': each padded value is a fixed linear combination of ``x``'s,
@@ -755,7 +750,7 @@ def _indices(indices: Any) -> Any:
 def take(x: Any, indices: Any, axis: int | None = None, out: Any = None, mode: str = "raise") -> Any:
     """Take elements by integer indices along ``axis`` (composite of getitem); ``mode`` 'wrap' or
     'clip' handles out-of-range indices as ``numpy.take``."""
-    _refuse_out(out, "take")
+    no_out("take", out)
     indices = _indices(indices)
     if axis is None:
         x, axis = ravel(x), 0
