@@ -41,9 +41,9 @@ from typing import Any
 from .._backend import np
 from .._dtypes import LOW_PRECISION, get_default_dtype
 from ..batched import is_batched
-from ..errors import ShapeError, UnsupportedArgument, VmapError
+from ..errors import ShapeError, VmapError
 from ..tensor import Tensor, wrap
-from ._registry import apply, constant_arg, defprim, in_graph, raw
+from ._registry import apply, constant_arg, defprim, in_graph, no_out, raw
 from ._shapes import normalize_axis
 from .elementwise import (
     _abs2,
@@ -79,12 +79,6 @@ from .shape import (
     take_along_axis,
     transpose,
 )
-
-
-def _no_out(name: str, out: Any) -> None:
-    if out is not None:
-        raise UnsupportedArgument(f"{name}: out= is not supported (chainrule ops return new tensors); "
-                                  f"assign the result instead")
 
 
 def _arr(a: Any) -> Any:
@@ -476,7 +470,7 @@ def nanpercentile(a: Any, q: Any, axis: Any = None, out: Any = None, overwrite_i
 
 def _quantile_entry(a: Any, q: Any, axis: Any, out: Any, method: str, keepdims: bool, weights: Any,
                     interpolation: Any, scale: int, nan: bool, op: str) -> Any:
-    _no_out(op, out)
+    no_out(op, out)
     if interpolation is not None:
         raise TypeError(f"{op}: interpolation= was renamed method= in NumPy 1.22; pass method={interpolation!r}")
     weak = type(q) in (int, float)
@@ -509,7 +503,7 @@ def median(a: Any, axis: Any = None, out: Any = None, overwrite_input: bool = Fa
     >>> cr.median(cr.tensor([[1.0, 5.0, 2.0], [4.0, 3.0, 6.0]]), axis=1)
     tensor([2., 4.])
     """
-    _no_out("median", out)
+    no_out("median", out)
     return _median(a, axis, keepdims, False, "median")
 
 
@@ -517,7 +511,7 @@ def nanmedian(a: Any, axis: Any = None, out: Any = None, overwrite_input: bool =
               keepdims: bool = False) -> Any:
     """``median`` ignoring NaNs (``numpy.nanmedian``); all-NaN slices give NaN (RuntimeWarning) and
     gradient 0."""
-    _no_out("nanmedian", out)
+    no_out("nanmedian", out)
     return _median(a, axis, keepdims, True, "nanmedian")
 
 
@@ -563,7 +557,7 @@ def ptp(a: Any, axis: Any = None, out: Any = None, keepdims: bool = False) -> An
     >>> cr.ptp(cr.tensor([[1.0, 4.0], [2.0, 8.0]]), axis=1)
     tensor([3., 6.])
     """
-    _no_out("ptp", out)
+    no_out("ptp", out)
     a = _arr(a)
     return amax(a, axis, keepdims=keepdims) - amin(a, axis, keepdims=keepdims)
 
@@ -599,34 +593,34 @@ def nansum(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdim
     >>> cr.nansum(cr.tensor([1.0, float("nan"), 2.0]))
     tensor(3.)
     """
-    _no_out("nansum", out)
+    no_out("nansum", out)
     return sum(_replaced(a, 0.0)[0], axis, dtype, keepdims=keepdims)
 
 
 def nanprod(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims: bool = False) -> Any:
     """Product treating NaN as 1 (``numpy.nanprod``); NaN entries get gradient 0."""
-    _no_out("nanprod", out)
+    no_out("nanprod", out)
     x = _replaced(a, 1.0)[0]
     return prod(x, axis, dtype, keepdims=keepdims)
 
 
 def nancumsum(a: Any, axis: Any = None, dtype: Any = None, out: Any = None) -> Any:
     """Cumulative sum treating NaN as 0 (``numpy.nancumsum``)."""
-    _no_out("nancumsum", out)
+    no_out("nancumsum", out)
     x = _replaced(a, 0.0)[0]
     return cumsum(x, axis, dtype)
 
 
 def nancumprod(a: Any, axis: Any = None, dtype: Any = None, out: Any = None) -> Any:
     """Cumulative product treating NaN as 1 (``numpy.nancumprod``)."""
-    _no_out("nancumprod", out)
+    no_out("nancumprod", out)
     x = _replaced(a, 1.0)[0]
     return cumprod(x, axis, dtype)
 
 
 def nanmean(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims: bool = False) -> Any:
     """Mean ignoring NaNs (``numpy.nanmean``); all-NaN slices: NaN (RuntimeWarning), gradient 0."""
-    _no_out("nanmean", out)
+    no_out("nanmean", out)
     x, mask = _replaced(a, 0.0)
     if mask is None:
         return _mean_like(x, axis, dtype, keepdims)
@@ -652,14 +646,14 @@ def nanvar(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: i
            keepdims: bool = False) -> Any:
     """Variance ignoring NaNs (``numpy.nanvar``); NaN entries and slices with no degrees of freedom
     (NaN, RuntimeWarning) get gradient 0."""
-    _no_out("nanvar", out)
+    no_out("nanvar", out)
     return _nanvar(a, axis, dtype, ddof, keepdims, "nanvar")
 
 
 def nanstd(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: int = 0,
            keepdims: bool = False) -> Any:
     """Standard deviation ignoring NaNs (``numpy.nanstd``); gradient 0 where it is 0, as ``std``."""
-    _no_out("nanstd", out)
+    no_out("nanstd", out)
     return _zero_at_zero(sqrt, _nanvar(a, axis, dtype, ddof, keepdims, "nanstd"))
 
 
@@ -690,13 +684,13 @@ def _nanvar(a: Any, axis: Any, dtype: Any, ddof: int, keepdims: bool, op: str) -
 
 def nanmax(a: Any, axis: Any = None, out: Any = None, keepdims: bool = False) -> Any:
     """Maximum ignoring NaNs (``numpy.nanmax``); all-NaN slices: NaN (RuntimeWarning), gradient 0."""
-    _no_out("nanmax", out)
+    no_out("nanmax", out)
     return _nanextreme(a, axis, keepdims, amax, -np.inf)
 
 
 def nanmin(a: Any, axis: Any = None, out: Any = None, keepdims: bool = False) -> Any:
     """Minimum ignoring NaNs (``numpy.nanmin``); all-NaN slices: NaN (RuntimeWarning), gradient 0."""
-    _no_out("nanmin", out)
+    no_out("nanmin", out)
     return _nanextreme(a, axis, keepdims, amin, np.inf)
 
 
@@ -712,13 +706,13 @@ def _nanextreme(a: Any, axis: Any, keepdims: bool, fn: Any, fill: float) -> Any:
 
 def nanargmax(a: Any, axis: Any = None, out: Any = None, *, keepdims: bool = False) -> Any:
     """Index of the maximum ignoring NaNs (``numpy.nanargmax``; integer, no gradient)."""
-    _no_out("nanargmax", out)
+    no_out("nanargmax", out)
     return _nanarg(a, axis, keepdims, argmax, -np.inf, "nanargmax")
 
 
 def nanargmin(a: Any, axis: Any = None, out: Any = None, *, keepdims: bool = False) -> Any:
     """Index of the minimum ignoring NaNs (``numpy.nanargmin``; integer, no gradient)."""
-    _no_out("nanargmin", out)
+    no_out("nanargmin", out)
     return _nanarg(a, axis, keepdims, argmin, np.inf, "nanargmin")
 
 

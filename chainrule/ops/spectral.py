@@ -1195,7 +1195,7 @@ def _matrix_axes(x: Any, axis: Any, op: str) -> tuple:
     return a0, a1
 
 
-def matrix_norm(x: Any, ord: Any = "fro", axis: tuple = (-2, -1), keepdims: bool = False) -> Any:
+def matrix_norm(x: Any, *, ord: Any = "fro", axis: tuple = (-2, -1), keepdims: bool = False) -> Any:
     """Matrix norms ('fro', 'nuc', 2, -2, 1, -1, inf, -inf) over ``axis``, as ``numpy.linalg.norm``
     with a 2-tuple axis (and ``torch.linalg.matrix_norm``); 'nuc', 2, -2 from the singular values.
 
@@ -1226,7 +1226,7 @@ def matrix_norm(x: Any, ord: Any = "fro", axis: tuple = (-2, -1), keepdims: bool
     return r
 
 
-def vector_norm(x: Any, ord: Any = 2, axis: Any = None, keepdims: bool = False) -> Any:
+def vector_norm(x: Any, *, ord: Any = 2, axis: Any = None, keepdims: bool = False) -> Any:
     """Vector p-norm over ``axis`` (all axes by default, or several: flattened together), as
     ``numpy.linalg.vector_norm`` / ``torch.linalg.vector_norm``.
 
@@ -1283,7 +1283,7 @@ def norm(x: Any, ord: Any = None, axis: Any = None, keepdims: bool = False) -> A
     elif not isinstance(axis, (tuple, list)):
         axis = (axis,)
     if len(axis) == 2:
-        return matrix_norm(x, "fro" if ord is None else ord, tuple(axis), keepdims)
+        return matrix_norm(x, ord="fro" if ord is None else ord, axis=tuple(axis), keepdims=keepdims)
     if len(axis) != 1:
         raise ValueError(f"norm: axis must be an int or a pair of ints, got {axis!r}")
     a = int(axis[0])
@@ -1309,7 +1309,7 @@ def cond(x: Any, p: Any = None) -> Any:
     else:
         _square(x, "cond")
         try:
-            r = matrix_norm(x, p) * matrix_norm(inv(x), p)
+            r = matrix_norm(x, ord=p) * matrix_norm(inv(x), ord=p)
         except (np.linalg.LinAlgError, ValueError) as e:
             if "ord" in str(e) or "order" in str(e):
                 raise

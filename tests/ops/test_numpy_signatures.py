@@ -24,8 +24,6 @@ ALLOWED = {
     "Tensor.flatten": "torch's flatten(start_axis, end_axis); NumPy's order='C' string is refused",
     "reshape": "reshape(x, 2, 3) as ndarray.reshape and torch; NumPy's positional order string is refused",
 }
-# chainrule/ops/linalg*.py, spectral.py: keyword-only in NumPy, positional (torch's order) in chainrule
-LINALG_PENDING = {"linalg.matrix_norm", "linalg.vector_norm"}
 
 
 def positional(fn, skip=0):
@@ -103,9 +101,6 @@ def test_positional_parameters_follow_numpy(label, fns):
         return
     theirs = positional(nfn)
     bad = mismatch(mine, theirs)
-    if label in LINALG_PENDING:
-        assert bad is not None, f"cr.{label} follows NumPy now: take it out of LINALG_PENDING"
-        pytest.xfail("positional where NumPy's is keyword-only (linalg signatures: a separate change)")
     assert bad is None, (f"cr.{label}{inspect.signature(fn)} vs numpy's {inspect.signature(nfn)}: position {bad} "
                          f"is {mine[bad]!r} in chainrule, {theirs[bad] if bad < len(theirs) else 'absent'!r} in "
                          f"NumPy; follow NumPy's order or make it keyword-only")

@@ -124,13 +124,13 @@ def test_composites_match_numpy(complex_):
     x = _randn((2, 3, 4), complex_)
     for ord_ in ["fro", "nuc", 2, -2, 1, -1, np.inf, -np.inf]:
         for axis, keep in [((-2, -1), False), ((2, 0), True)]:
-            _same(LA.matrix_norm(cr.tensor(x), ord_, axis, keep), np.linalg.norm(x, ord_, axis, keep))
+            _same(LA.matrix_norm(cr.tensor(x), ord=ord_, axis=axis, keepdims=keep), np.linalg.norm(x, ord_, axis, keep))
             _same(LA.norm(cr.tensor(x), ord_, axis, keep), np.linalg.norm(x, ord_, axis, keep))
         _same(LA.norm(cr.tensor(x[0]), ord_), np.linalg.norm(x[0], ord_))
     for ord_ in [2, 1, np.inf, -np.inf, 0, 3, -1.5]:
         for axis, keep in [(None, False), (None, True), (1, False), ((0, 2), True), ((2, 0), False)]:
-            _same(LA.vector_norm(cr.tensor(x), ord_, axis, keep), np.linalg.vector_norm(x, axis=axis, keepdims=keep,
-                                                                                        ord=ord_))
+            _same(LA.vector_norm(cr.tensor(x), ord=ord_, axis=axis, keepdims=keep),
+                  np.linalg.vector_norm(x, axis=axis, keepdims=keep, ord=ord_))
 
 
 def test_errors_are_clear():
@@ -141,7 +141,7 @@ def test_errors_are_clear():
     with pytest.raises(ValueError, match="svd: expects matrices"):
         LA.svd(cr.tensor(np.ones(3)))
     with pytest.raises(ValueError, match="matrix_norm: invalid norm order 3"):
-        LA.matrix_norm(cr.tensor(np.eye(2)), 3)
+        LA.matrix_norm(cr.tensor(np.eye(2)), ord=3)
     with pytest.raises(ValueError, match="lstsq: incompatible"):
         LA.lstsq(cr.tensor(np.eye(3)), cr.tensor(np.ones(2)))
     with pytest.raises(TypeError, match="svdvals.*float16.*float32"):
@@ -173,7 +173,7 @@ def _svd_loss(a):
     ("lstsq-residuals-sv", lambda a: cr.concatenate([LA.lstsq(a, cr.tensor(np.arange(10.0).reshape(5, 2)))[1],
                                                      LA.lstsq(a, cr.tensor(np.ones(5)))[3]]), (5, 3)),
     ("cond", lambda a: cr.stack([LA.cond(a, p) for p in [None, -2, "fro", "nuc", 1, -np.inf]]), (3, 3)),
-    ("matrix_norm", lambda a: cr.stack([LA.matrix_norm(a, p) for p in ["nuc", 2, -2]]), (3, 4)),
+    ("matrix_norm", lambda a: cr.stack([LA.matrix_norm(a, ord=p) for p in ["nuc", 2, -2]]), (3, 4)),
 ])
 def test_gradients_of_gauge_invariant_losses_to_second_order(name, fn, shape, complex_):
     if name.startswith("lstsq") and complex_:
@@ -218,8 +218,8 @@ MAX_ERR = {"value": 0.0, "grad": 0.0}
     ("pinv", LA.pinv, lambda t, a: t.linalg.pinv(a), (2, 5, 3)),
     ("cond", lambda a: LA.cond(a), lambda t, a: t.linalg.cond(a), (2, 3, 3)),
     ("cond-nuc", lambda a: LA.cond(a, "nuc"), lambda t, a: t.linalg.cond(a, "nuc"), (2, 3, 3)),
-    ("matrix_norm-2", lambda a: LA.matrix_norm(a, 2), lambda t, a: t.linalg.matrix_norm(a, 2), (2, 3, 4)),
-    ("matrix_norm--2", lambda a: LA.matrix_norm(a, -2), lambda t, a: t.linalg.matrix_norm(a, -2), (2, 3, 4)),
+    ("matrix_norm-2", lambda a: LA.matrix_norm(a, ord=2), lambda t, a: t.linalg.matrix_norm(a, 2), (2, 3, 4)),
+    ("matrix_norm--2", lambda a: LA.matrix_norm(a, ord=-2), lambda t, a: t.linalg.matrix_norm(a, -2), (2, 3, 4)),
 ])
 def test_values_and_gradients_match_torch(name, fn, torch_fn, shape, complex_):
     if shape == "herm":
