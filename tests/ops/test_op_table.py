@@ -1,5 +1,10 @@
 """What the op table declares besides the rules: names seen by observers, errors raised inside rules,
 accumulation dtypes and autocast policies."""
+import re
+import subprocess
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 from op_specs import OP_SPECS
@@ -77,22 +82,89 @@ def test_a_custom_function_error_is_the_users_own():
 
 
 # ----- precision policy, declared per primitive -----
-ACCUMULATE = {"sum", "prod", "logsumexp", "cumsum", "cumprod", "matmul", "linear", "einsum",
-              "softmax", "log_softmax", "softmax_cross_entropy"}
-AUTOCAST_FLOAT32 = {"exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "reciprocal", "power",
-                    "softplus", "sinh", "cosh", "tan", "arcsin", "arccos", "sum", "prod", "cumsum",
-                    "cumprod", "logsumexp", "softmax", "log_softmax", "softmax_cross_entropy", "inv",
-                    "solve", "det", "cholesky", "eig", "eigh", "eigvals",
-                    "eigvalsh", "eigvalsh_vjp", "logdet", "matrix_exp", "pinv", "qr", "solve_triangular",
-                    "svd", "svdvals", "svdvals_vjp", "erfinv"}
+PRIMS = list(cr.PRIMITIVES.values())
+ROOT = Path(__file__).resolve().parents[2]
+
+# No field of the table says which elementwise functions overflow or lose their digits in 16 bits:
+# these are the ones of PyTorch's autocast-to-float32 list (exp, log, pow, reciprocal, softplus,
+# sinh, cosh, tan, asin, acos, erfinv, ...) that chainrule has.
+ELEMENTWISE_FLOAT32 = {"exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "reciprocal", "power",
+                       "softplus", "sinh", "cosh", "tan", "arcsin", "arccos", "erfinv"}
 
 
-def test_the_declared_policies():
-    prims = cr.PRIMITIVES.values()
-    assert {p.name for p in prims if p.accumulate} == ACCUMULATE
-    assert {p.name for p in prims if p.autocast == "float32"} == AUTOCAST_FLOAT32
-    assert {p.name for p in prims if p.autocast == "low"} == {"matmul", "linear", "einsum"}
-    assert {p.autocast for p in prims} == {"float32", "low", "input"}
+def calls(prim, module: str) -> bool:
+    """Whether the primitive's forward calls NumPy's or SciPy's ``module`` (linalg, fft) itself."""
+    forward = prim.forward
+    if not hasattr(forward, "__code__"):       # NumPy's own function (np.linalg.inv) or a ufunc
+        return module in getattr(forward, "__module__", "").split(".")
+    return module in forward.__code__.co_names
+
+
+def test_the_policies_have_three_values():
+    assert {p.autocast for p in PRIMS} == {"float32", "low", "input"}
+
+
+def test_lapack_runs_in_float32_and_only_it_among_the_non_accumulating():
+    """A factorisation or solve (LAPACK has no 16-bit routines) runs in float32 under autocast; an op
+    that neither calls LAPACK nor accumulates is float32 only if it is an elementwise function."""
+    lapack = {p.name for p in PRIMS if calls(p, "linalg")}
+    assert len(lapack) >= 15 and all(cr.PRIMITIVES[n].kind == "matmul" for n in lapack)
+    assert {p.name for p in PRIMS if p.autocast == "float32" and not p.accumulate
+            and p.kind != "elementwise"} == lapack
+    assert not any(cr.PRIMITIVES[n].accumulate for n in lapack)
+
+
+def test_what_sums_accumulates_in_float32():
+    """Sums, products and softmax accumulate (what selects, amax/amin with their tie rule, does not);
+    contractions accumulate and run in the low dtype; nothing else accumulates."""
+    sums = {p.name for p in PRIMS if p.kind in ("reduction", "softmax") and p.decide is None}
+    contractions = {p.name for p in PRIMS if p.kind == "matmul" and not calls(p, "linalg") and not calls(p, "fft")}
+    assert {"sum", "cumprod", "softmax_cross_entropy"} <= sums and {"matmul", "einsum"} <= contractions
+    assert {p.name for p in PRIMS if p.accumulate} == sums | contractions
+    assert {p.name for p in PRIMS if p.autocast == "low"} == contractions
+    assert all(cr.PRIMITIVES[n].autocast == "float32" for n in sums)
+
+
+def test_ffts_run_in_the_input_dtype():
+    """NumPy's FFT (pocketfft) computes in the input's precision: no cast, no accumulation flag."""
+    ffts = [p for p in PRIMS if calls(p, "fft")]
+    assert {"fftn", "rfftn", "irfftn"} <= {p.name for p in ffts}
+    assert {(p.autocast, p.accumulate) for p in ffts} == {("input", False)}
+
+
+def test_elementwise_functions_in_float32():
+    assert {p.name for p in PRIMS if p.kind == "elementwise" and p.autocast == "float32"} == ELEMENTWISE_FLOAT32
+    assert not any(p.autocast != "input" for p in PRIMS if p.kind in ("discrete", "shape"))
+
+
+def test_the_precision_docs_state_the_table():
+    """docs/precision.md's autocast table: the low row is the low ops, the float32 row names only
+    float32 ops (its wildcards, log*, are left out: logit and logical_and are not meant)."""
+    text = (ROOT / "docs" / "precision.md").read_text()
+
+    def row(title):
+        cell = re.search(rf"^\| {title} \| (.*) \|$", text, re.M).group(1).split(":")[-1]
+        return {n.strip() for n in re.split(r"[,/]", re.sub(r"\([^)]*\)", "", cell)) if "*" not in n}
+    assert row("low dtype") == {p.name for p in PRIMS if p.autocast == "low"}
+    assert len(row("float32")) > 10
+    assert {n: cr.PRIMITIVES[n].autocast for n in row("float32")} == dict.fromkeys(row("float32"), "float32")
+
+
+@pytest.mark.parametrize("name, field, value, check", [
+    ("solve", "autocast", "input", test_lapack_runs_in_float32_and_only_it_among_the_non_accumulating),
+    ("correlate", "autocast", "float32", test_lapack_runs_in_float32_and_only_it_among_the_non_accumulating),
+    ("tanh", "autocast", "float32", test_elementwise_functions_in_float32),
+    ("amax", "accumulate", True, test_what_sums_accumulates_in_float32),
+    ("cumsum", "accumulate", False, test_what_sums_accumulates_in_float32),
+    ("einsum", "autocast", "float32", test_what_sums_accumulates_in_float32),
+    ("rfftn", "autocast", "float32", test_ffts_run_in_the_input_dtype),
+    ("reshape", "autocast", "low", test_elementwise_functions_in_float32),
+    ("cholesky", "autocast", "input", test_the_precision_docs_state_the_table),
+])
+def test_a_wrong_policy_fails_its_check(monkeypatch, name, field, value, check):
+    monkeypatch.setattr(cr.PRIMITIVES[name], field, value)
+    with pytest.raises(AssertionError):
+        check()
 
 
 @pytest.mark.parametrize("spec", [s for s in OP_SPECS if cr.PRIMITIVES[s.name].accumulate], ids=str)
@@ -102,3 +174,17 @@ def test_accumulating_primitives_compute_16_bit_in_float32_and_round_once(spec, 
     want = spec.fn(*[cr.tensor(x.astype(np.float32)) for x in xs]).data.astype(cr.bfloat16)
     assert got.dtype == cr.bfloat16
     np.testing.assert_array_equal(got.astype(np.float32), want.astype(np.float32))
+
+
+# ----- the README's counts -----
+def test_the_readme_counts_the_op_table():
+    """README.md's op counts are the table's (of a fresh `import chainrule`: docs and doctests
+    declare primitives of their own), so a new primitive fails here until the README says so."""
+    count = ("import chainrule as cr; P = cr.PRIMITIVES.values(); print(len(P), "
+             "sum(p.differentiable_out for p in P), sum(p.differentiable_out and p.complex is not None for p in P))")
+    counts = subprocess.run([sys.executable, "-c", count], capture_output=True, text=True, check=True).stdout.split()
+    said = re.search(r"(\d+) primitives \((\d+) differentiable, (\d+) of them with complex derivatives\)",
+                     (ROOT / "README.md").read_text())
+    assert said, "README.md no longer states the op table's counts"
+    assert list(said.groups()) == counts, ("README.md should say: {} primitives ({} differentiable, {} of them "
+                                           "with complex derivatives)".format(*counts))
