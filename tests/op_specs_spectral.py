@@ -4,7 +4,6 @@ central differences, PyTorch and both modes agree whatever sign/phase LAPACK pic
 are built inside ``fn`` from the raw sample, with eigenvalues kept apart by a float64 diagonal."""
 from __future__ import annotations
 
-from types import SimpleNamespace
 from typing import Any, Callable
 
 import numpy as np
@@ -13,8 +12,7 @@ from op_specs import OpSpec
 import chainrule as cr
 from chainrule.ops import spectral
 
-# chainrule's side of each row: the spectral module's functions (cr.linalg's, once wired)
-CR = SimpleNamespace(linalg=spectral)
+CR = cr       # chainrule's side of each row: cr.linalg's functions
 _SPREAD = np.diag([0.0, 3.0, 6.0])             # eigenvalues ~3 apart: far from degenerate
 _NARROW = (-0.5, 0.5)
 

@@ -11,7 +11,18 @@ from ..errors import UnsupportedArgument, VmapError
 from ..grad_mode import STATE, no_grad
 from ..graph import rebase
 from ..tensor import Tensor, graph_role
-from . import _methods, decompositions, fft, linalg_more, numpy_arrays, numpy_math, numpy_stats, special, spectral
+from . import (
+    _methods,
+    decompositions,
+    fft,
+    linalg_more,
+    numpy_arrays,
+    numpy_math,
+    numpy_stats,
+    special,
+    spectral,
+    spectral_functions,
+)
 from ._methods import _operand, _write_batched
 from ._methods import after_write as after_write  # (these three: for cr.Function.mark_dirty)
 from ._methods import check_in_place as check_in_place
@@ -177,12 +188,12 @@ from .shape import (
     view_as_real,
     vstack,
 )
-from .spectral import norm
+from .spectral_functions import norm
 
 _LINALG_MORE = ("matrix_power", "multi_dot", "tensorsolve", "tensorinv", "matrix_transpose", "outer", "cross",
                 "vecdot", "trace", "diagonal", "tensordot")
-_SPECTRAL = ("eigh", "eigvalsh", "svd", "svdvals", "pinv", "lstsq", "cond", "matrix_rank", "matrix_norm",
-             "vector_norm", "norm")
+_SPECTRAL = ("eigh", "eigvalsh", "svd", "svdvals")
+_SPECTRAL_FUNCTIONS = ("pinv", "lstsq", "cond", "matrix_rank", "matrix_norm", "vector_norm", "norm")
 _DECOMPOSITIONS = ("eig", "eigvals", "qr", "matrix_exp", "solve_triangular", "cho_solve")
 # cr.linalg: NumPy's np.linalg (and SciPy's solve_triangular/cho_solve, torch's matrix_exp). The short
 # names cr.inv, cr.cholesky, cr.norm, ... are these same functions (one implementation per name).
@@ -191,6 +202,7 @@ linalg = types.SimpleNamespace(
     LinAlgError=np.linalg.LinAlgError,
     **{name: getattr(linalg_more, name) for name in _LINALG_MORE},
     **{name: getattr(spectral, name) for name in _SPECTRAL},
+    **{name: getattr(spectral_functions, name) for name in _SPECTRAL_FUNCTIONS},
     **{name: getattr(decompositions, name) for name in _DECOMPOSITIONS})
 
 _UFUNCS = {np.conjugate: conj, np.add: add, np.subtract: subtract, np.multiply: multiply, np.divide: divide,

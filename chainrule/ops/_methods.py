@@ -17,7 +17,7 @@ from . import elementwise as E
 from . import linalg as L
 from . import reduction as R
 from . import shape as S
-from . import spectral as Sp
+from . import spectral_functions as Sp
 from .nn import log_softmax, softmax
 
 _METHODS = {

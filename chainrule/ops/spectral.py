@@ -1,5 +1,6 @@
-"""Spectral linear algebra: ``eigh``, ``eigvalsh``, ``svd``, ``svdvals``, ``pinv`` (primitives) and the
-composites built on them: ``lstsq``, ``cond``, ``matrix_rank``, ``matrix_norm``, ``vector_norm``, ``norm``.
+"""Spectral linear algebra: the primitives ``eigh``, ``eigvalsh``, ``svd``, ``svdvals`` (``pinv`` and the
+composites ``lstsq``, ``cond``, ``matrix_rank``, the norms are in ``spectral_functions``; the clusters
+of equal values and the checks that refuse there, in ``_degenerate``).
 
 NumPy's names, arguments and results (``EighResult(eigenvalues, eigenvectors)``,
 ``SVDResult(U, S, Vh)``); batched over leading axes; real and complex; both modes, any order (the
@@ -16,9 +17,9 @@ so the factors share one node, one forward and one rule; a loss of the eigenvalu
 the rule with an exactly zero cotangent on the vector block, which the rule detects (eigenvalue-only
 losses then never divide by eigenvalue gaps). ``eigvalsh`` and ``svdvals`` are primitives of their
 own (no vectors computed forward; their rules recompute them, and their VJPs are the primitives
-``eigvalsh_vjp``/``svdvals_vjp`` of [A; g], so that they are differentiable again). ``pinv`` is a
-primitive too, with the Golub-Pereyra (1973) formula, which needs no singular vectors: it is exact
-at repeated singular values (orthogonal matrices).
+``eigvalsh_vjp``/``svdvals_vjp`` of [A; g], so that they are differentiable again). ``pinv`` (in
+``spectral_functions``) is a primitive too, with the Golub-Pereyra (1973) formula, which needs no
+singular vectors: it is exact at repeated singular values (orthogonal matrices).
 
 Rules (written from the formulas: Giles 2008, "An extended collection of matrix derivative results
 for forward and reverse mode AD", for eigh; Townsend 2016, "Differentiating the singular value
@@ -81,27 +82,38 @@ import warnings
 from typing import Any, NamedTuple
 
 from .._backend import np
-from .._dtypes import LOW_PRECISION, accumulate
 from ..batched import batched_like, whole_batch
-from ..errors import ShapeError, VmapError
+from ..errors import ShapeError
 from ..grad_mode import STATE
 from ..tensor import Tensor
-from ..tensor import wrap as _wrap
 from ._batching import batch_unary, set_batch
+from ._degenerate import (
+    _check_block,
+    _check_inside,
+    _check_mixed,
+    _check_order,
+    _check_reverse_blocks,
+    _check_zero_columns,
+    _each_cluster,
+    _eps,
+    _first,
+    _gap_rtol,
+    _gauge_error,
+    _max_abs,
+    _near,
+    _reaching,
+    _zero_sv_error,
+)
 from ._registry import apply, defprim, raw
-from .elementwise import _abs2, _zero_at_zero, abs, astype, conj, sign, sqrt, where
-from .linalg import _per_batch, inv, matmul
-from .reduction import amax, amin, sum
+from .elementwise import abs, astype, conj, sign, where
+from .linalg import _per_batch, matmul
+from .reduction import sum
 from .shape import (
     concatenate,
     diagonal,
     expand_dims,
     imag,
-    moveaxis,
-    ravel,
     real,
-    reshape,
-    squeeze,
     swapaxes,
     take_along_axis,
 )
@@ -143,28 +155,12 @@ def _col(s: Any) -> Any:     # s_i along the rows
     return expand_dims(s, -1)
 
 
-def _eps(dtype: Any) -> float:
-    try:
-        return float(np.finfo(dtype).eps)
-    except (TypeError, ValueError):           # bfloat16 / FP8 without NumPy finfo
-        return 2.0 ** -7
-
-
-def _gap_rtol(dtype: Any) -> float:
-    return max(1e-10, 10 * _eps(dtype))
-
-
 def _nonzero(x: Any) -> bool:
     return x is not None and bool(np.any(whole_batch(x)))
 
 
 def _as_dtype(x: Any, dtype: Any) -> Any:
     return x if raw(x).dtype == dtype else astype(x, dtype)
-
-
-def _max_abs(x: Any, axes: tuple = (-2, -1)) -> Any:
-    xd = whole_batch(x)
-    return np.abs(xd).max(axis=axes, keepdims=True, initial=0) if xd.size else np.zeros(())
 
 
 def _square(a: Any, op: str) -> tuple:
@@ -190,21 +186,6 @@ def _floating(a: Any) -> Any:
     return astype(a, np.float64) if d.dtype.kind in "biu" else a
 
 
-def _gauge_error(op: str, what: str, value: float) -> ValueError:
-    return ValueError(
-        f"{op}: the loss depends on the phase of {what} (complex {what} are only defined up to a factor "
-        f"e^(i phi) each; the imaginary part of the cotangent's diagonal in the {what}' basis is "
-        f"{value:.3g}, not 0), so its gradient is ill-defined, as in PyTorch. Use a phase-invariant loss: "
-        f"|v|, v v^H, reconstructions, or the {'eigenvalues' if op.startswith('eig') else 'singular values'}")
-
-
-def _first(mask: Any, shape: tuple) -> tuple:
-    """The first True entry of ``mask`` as an index into an array of ``shape`` that it broadcasts
-    (``mask`` may carry more leading batch axes: a cotangent batched by vmap)."""
-    idx = np.argwhere(mask)[0][mask.ndim - len(shape):]
-    return tuple(int(min(i, n - 1)) for i, n in zip(idx, shape))
-
-
 # ----- eigh -----
 def _eigh_forward(a: Any, UPLO: str, inside: bool = False) -> Any:
     w, v = np.linalg.eigh(a, UPLO=UPLO)
@@ -214,37 +195,6 @@ def _eigh_forward(a: Any, UPLO: str, inside: bool = False) -> Any:
 def _split_eigh(out: Any) -> tuple:
     w = out[..., 0, :]
     return (real(w) if _is_complex(w) else w), out[..., 1:, :]
-
-
-def _near(w: Any) -> tuple:
-    """The pairs i != j of (nearly) equal eigenvalues or singular values (relative gap <= _gap_rtol),
-    from ``w``'s values (all examples of a vmap batch), and the spectrum's scale."""
-    wd = whole_batch(w)
-    n = wd.shape[-1]
-    top = np.abs(wd).max(axis=-1, initial=0)[..., None, None]
-    gap = np.abs(wd[..., None, :] - wd[..., :, None])
-    return (gap <= _gap_rtol(wd.dtype) * top) & ~np.eye(n, dtype=bool), top
-
-
-def _clusters(near: Any) -> list:
-    """The runs of consecutive (nearly) equal values of one sorted spectrum, as slices of >= 2."""
-    n, out, i = near.shape[-1], [], 0
-    while i < n:
-        j = i
-        while j + 1 < n and near[j, j + 1]:
-            j += 1
-        if j > i:
-            out.append(slice(i, j + 1))
-        i = j + 1
-    return out
-
-
-def _each_cluster(near: Any, shape: tuple) -> Any:
-    """(index of one matrix in a batch of ``shape``, its cluster slice) for every degenerate cluster."""
-    near = np.broadcast_to(near, shape[:-2] + near.shape[-2:])
-    for idx in np.ndindex(*shape[:-2]):
-        for sl in _clusters(near[idx]):
-            yield idx, sl
 
 
 def _outer_ps(x: Any, v: Any, u: Any = None, rows: int | None = None) -> list:
@@ -302,49 +252,6 @@ def _inverse_gaps(w: Any, near: Any) -> Any:
     ok = ~near & ~np.eye(near.shape[-1], dtype=bool)
     diff = expand_dims(w, -2) - expand_dims(w, -1)
     return where(ok, 1.0 / where(ok, diff, 1.0), 0.0)
-
-
-def _basis_error(op: str, kind: str, a: float, b: float, basis: bool) -> ValueError:
-    eig = kind == "eigenvalues"
-    vec, space = ("eigenvectors", "eigenspace") if eig else ("singular vectors", "singular subspace")
-    why = (f"the loss depends on which basis of that {space} is returned, so it has no derivative" if basis else
-           f"the loss uses their {vec}, where a cotangent does not determine the derivative (" +
-           ("sum(V diag(w) V^T) = sum(A) and sum(w) + 2 sum(V V^T) = trace(A) + n" if eig else
-            "sum(U diag(S) Vh) = sum(A) and sum(S) + 2 sum(U Vh)") +
-           " get the same one at 2I but have different gradients)")
-    use = ("cr.linalg.eigvalsh for functions of the eigenvalues (exact; second order with cr.hvp); matrix ops "
-           "for V f(w) V^T (A @ A, cr.linalg.matrix_power, cr.linalg.matrix_exp); for a projector onto a whole "
-           "eigenspace, I minus the other (simple) eigenvectors' projectors or a polynomial (eigenvalues (1, 1, 3): "
-           "I - 3T^2 + 2T^3, T = (A - I)/2)" if eig else
-           "cr.linalg.svdvals for functions of the singular values (exact; second order with cr.hvp); matrix ops for "
-           "U f(S) Vh (A is U diag(S) Vh, A A^H A is U diag(S^3) Vh); for a projector onto a whole singular subspace, "
-           "a polynomial in A^H A (singular values (2, 2, 1), right: 3T^2 - 2T^3, T = (A^H A - I)/3) or, for square "
-           "A, I minus the other (simple) vectors' projectors")
-    return ValueError(f"{op}: no derivative with respect to the {vec} here: {kind} {a:.8g} and {b:.8g} are (nearly) "
-                      f"equal and {why}. Use: {use}; or break the tie (A + eps*B: an O(eps) error)")
-
-
-def _reaching(z: Any, where_: Any) -> Any:
-    """The pairs of ``where_`` at which z_ij or z_ji is not ~0 (relative to z's largest entry)."""
-    zd = np.abs(whole_batch(z))
-    return where_ & (np.maximum(zd, np.swapaxes(zd, -1, -2)) > np.sqrt(_eps(zd.dtype)) * _max_abs(z))
-
-
-def _check_block(x: Any, near: Any, wd: Any, op: str, kind: str) -> None:
-    """Between (nearly) equal values the inner matrix's entries are 0/0, and the cotangent ``x``
-    (V^H gV, or XU + XV for svd) does not determine their limit: for a loss invariant under rotations
-    inside the cluster it is c x_ij with c = 0 for a projector onto the cluster, f'/2f for one matrix
-    function V f(w) V^H, any c for sums of those (the values' cotangent absorbs a function of w). So
-    the rule computes only where x is ~0 there (the loss does not reach those vectors' off-diagonal
-    entries, e.g. it does not use them), and raises otherwise (a skew x there: the loss depends on
-    the basis). A block that vanishes by an exact cancellation between terms is beyond any cotangent."""
-    bad = _reaching(x, near)
-    if bad.any():
-        *at, i, j = np.argwhere(bad)[0]
-        wb = np.broadcast_to(wd, bad.shape[:-1])[tuple(at)]
-        xd = np.broadcast_to(whole_batch(x), bad.shape)[tuple(at)]
-        basis = abs(xd[i, j] - np.conj(xd[j, i])) > np.sqrt(_eps(xd.dtype)) * np.abs(xd).max()
-        raise _basis_error(op, kind, float(wb[i]), float(wb[j]), bool(basis))
 
 
 def _eigh_vjp(g: Any, out: Any, a: Any, UPLO: str, inside: bool = False) -> Any:
@@ -490,71 +397,6 @@ def _eigvalsh_vjp_jvp(t: Any, out: Any, x: Any, UPLO: str) -> Any:
     return matmul(matmul(v, inner), _mH(v))
 
 
-def _check_inside(x: Any, near: Any, wd: Any, op: str, kind: str) -> None:
-    """Reverse mode through eigvalsh's/svdvals' own derivative rules (a gradient of a jvp, a third
-    derivative): inside a cluster those rules use the basis their tangent picks, which a reverse pass
-    cannot follow. Raise where its cotangent reaches a cluster."""
-    bad = _reaching(x, near)
-    if bad.any():
-        idx = _first(bad, near.shape)
-        raise ValueError(
-            f"{op}: a reverse-mode derivative of its derivative (cr.grad of a cr.jvp, or a third derivative) at "
-            f"repeated {kind} ({float(np.broadcast_to(wd, near.shape[:-1])[idx[:-1]]):.8g}) is not supported: "
-            f"inside the repeated block the rules use the basis that the tangent picks, which reverse mode cannot "
-            f"follow. Second derivatives are exact with cr.hvp, cr.jvp(cr.grad(f)) and cr.hessian; or split the "
-            f"{kind} (perturb the matrix)")
-
-
-def _check_order(x: Any, near: Any, p: Any, w: Any, op: str, kind: str, order: int) -> None:
-    """A rule whose tangent is a derivative of ``order``, differentiated by more than one outer forward
-    level: its adapted basis is exact for one more order only (the next needs the basis' derivative)."""
-    tans = getattr(x, "_tangents", None)
-    if tans and len([lv for lv in tans if lv <= STATE.fw_visible and lv in STATE.fw_levels]) > 1:
-        pd = np.abs(whole_batch(p))
-        cluster = near | np.eye(near.shape[-1], dtype=bool)
-        if (cluster & np.broadcast_to(near.any(axis=-1, keepdims=True), near.shape)
-                & (pd > np.sqrt(_eps(pd.dtype)) * _max_abs(p))).any():
-            raise ValueError(f"{op}: derivatives of order {order + 2} and higher at repeated {kind} by nested "
-                             f"forward mode are not supported (they need the derivative of the basis inside the "
-                             f"repeated block); second derivatives are exact (cr.hvp, cr.hessian, jvp of jvp), and "
-                             f"third ones along one direction (cr.jvp of cr.hvp); or split the {kind} (perturb "
-                             f"the matrix)")
-
-
-def _check_mixed(p: Any, near: Any, w: Any, op: str, kind: str) -> None:
-    """A third derivative along different directions needs the derivative of the divided differences
-    inside a cluster, which is not computed: raise where the tangent, in the basis its outer
-    directions pick, still reaches the cluster's off-diagonal entries."""
-    pd = np.abs(whole_batch(p))
-    bad = near & (pd > np.sqrt(_eps(pd.dtype)) * _max_abs(p))
-    if bad.any():
-        idx = _first(bad, near.shape)
-        raise ValueError(
-            f"{op}: third (and higher) derivatives of a function of the {kind} along different directions at "
-            f"repeated {kind} ({float(np.broadcast_to(whole_batch(w), near.shape[:-1])[idx[:-1]]):.8g}) are not "
-            f"supported: they need the derivative of the gradient's divided differences inside the repeated block. "
-            f"Along one direction (cr.jvp of cr.hvp with the same tangent), and to second order in any directions "
-            f"(cr.hvp, cr.hessian), they are exact; or split the {kind} (perturb the matrix)")
-
-
-def _second_order_error(op: str, kind: str, a: float) -> ValueError:
-    fn, x = ("eigvalsh", "w") if kind == "eigenvalues" else ("svdvals", "s")
-    return ValueError(
-        f"{op}: reverse-over-reverse second derivative at repeated {kind} ({a:.8g}): it needs the divided "
-        f"differences (g_j - g_i) / ({x}_j - {x}_i) of the gradient inside the repeated block, a 0/0 "
-        f"limit that a reverse-mode cotangent does not determine. Forward-over-reverse sees the tangents and "
-        f"is exact there: use cr.hvp(f, (x,), (v,)), cr.jvp(cr.grad(f), (x,), (v,)) or cr.hessian / "
-        f"cr.jacfwd(cr.grad(f)) for functions of {fn}")
-
-
-def _check_reverse_blocks(x: Any, near: Any, wd: Any, op: str, kind: str) -> None:
-    xd = np.abs(whole_batch(x))
-    bad = near & (xd > np.sqrt(_eps(xd.dtype)) * _max_abs(x))
-    if bad.any():
-        idx = _first(bad, near.shape)
-        raise _second_order_error(op, kind, float(np.broadcast_to(wd, near.shape[:-1])[idx[:-1]]))
-
-
 def _eigvalsh_vjp_vjp(c: Any, out: Any, x: Any, UPLO: str) -> Any:
     n = np.shape(raw(x))[-1]
     a, g = _unpack(x, n)
@@ -687,22 +529,6 @@ def _svd_checks(s: Any, op: str, joint: Any, anti: Any, forward: bool = False) -
     f_p = where(ok_p, 1.0 / where(ok_p, _row(s) + _col(s), 1.0), 0.0)
     s_inv = where(zero, 0.0, 1.0 / where(zero, 1.0, s))
     return f_m, f_p, s_inv, zero, near
-
-
-def _zero_sv_error(op: str, what: str) -> ValueError:
-    return ValueError(
-        f"{op}: the derivative with respect to the {what} does not exist here: the matrix has (nearly) zero "
-        f"singular values and the loss depends on the corresponding singular vectors, which are not determined "
-        f"by the matrix (their derivative has a 1/s term). Use a loss of the singular values or of the "
-        f"reconstruction U diag(s) Vh, or regularise the matrix")
-
-
-def _check_zero_columns(r: Any, zero: Any, scale: Any, op: str) -> None:
-    """Columns of ``r`` multiplied by 1/s at a zero singular value must be ~0."""
-    if zero.any():
-        col = np.abs(whole_batch(r)).max(axis=-2, initial=0)
-        if (zero & (col > np.sqrt(_eps(raw(r).dtype)) * scale[..., 0])).any():
-            raise _zero_sv_error(op, "singular vectors")
 
 
 def _svd_core_vjp(gu: Any, gs: Any, gv: Any, u: Any, s: Any, v: Any, op: str) -> Any:
@@ -1032,290 +858,5 @@ def svdvals(a: Any) -> Any:
     return apply(SVDVALS, (a,))
 
 
-# ----- composites -----
 for _prim in (EIGH, EIGVALSH, EIGVALSH_VJP, SVD, SVDVALS, SVDVALS_VJP):
     set_batch(_prim, batch_unary)
-
-
-def _pinv_vjp(g: Any, out: Any, a: Any, rcond: Any, hermitian: bool) -> Any:
-    # G = -X^H g X^H + (I - A X) g^H X X^H + X^H X g^H (I - X A), the adjoint of the JVP below
-    xh, gh = _mH(out), _mH(g)
-    h = matmul(gh, matmul(out, xh))
-    q = matmul(xh, matmul(out, gh))
-    ga = -matmul(matmul(xh, g), xh) + h - matmul(a, matmul(out, h)) + q - matmul(matmul(q, out), a)
-    return _herm(ga) if hermitian else ga
-
-
-def _pinv_jvp(t: Any, out: Any, a: Any, rcond: Any, hermitian: bool) -> Any:
-    # Golub & Pereyra (1973): dX = -X dA X + X X^H dA^H (I - A X) + (I - X A) dA^H X^H X
-    if hermitian:
-        t = _herm(t)
-    xh, th = _mH(out), _mH(t)
-    r = matmul(matmul(out, xh), th)
-    q = matmul(th, matmul(xh, out))
-    return -matmul(matmul(out, t), out) + r - matmul(matmul(r, a), out) + q - matmul(out, matmul(a, q))
-
-
-PINV = defprim("pinv", lambda a, rcond, hermitian: np.linalg.pinv(a, rcond=rcond, hermitian=hermitian),
-               vjps=(_pinv_vjp,), jvps=(_pinv_jvp,), saves="x out", flops=lambda out, a, **p: _svd_flops(out, a),
-               kind="matmul", autocast="float32", complex="own", hint="pinv expects matrices (..., m, n).")
-set_batch(PINV, batch_unary)
-
-
-def pinv(a: Any, rcond: Any = None, hermitian: bool = False, *, rtol: Any = _NoValue) -> Any:
-    """Moore-Penrose pseudo-inverse, as ``numpy.linalg.pinv`` (same ``rcond``/``rtol`` cutoffs, relative
-    to the largest singular value). Its derivative (Golub & Pereyra 1973) holds where the rank is
-    locally constant: the singular values below the cutoff are taken as exact zeros. It needs no
-    singular vectors, so repeated singular values (orthogonal matrices, the identity) are fine.
-
-    >>> import chainrule as cr
-    >>> cr.linalg.pinv(cr.tensor([[2.0, 0.0], [0.0, 0.0]]))
-    tensor([[0.5, 0. ],
-            [0. , 0. ]])
-    """
-    a = _floating(a)
-    shape = _matrices(a, "pinv")
-    if hermitian:
-        _square(a, "pinv")
-    dtype = raw(a).dtype
-    if rcond is None:
-        if rtol is _NoValue:
-            rcond = 1e-15
-        elif rtol is None:
-            rcond = max(shape[-2:]) * _eps(dtype)
-        else:
-            rcond = raw(rtol)
-    elif rtol is not _NoValue:
-        raise ValueError("pinv: `rtol` and `rcond` can't be both set.")
-    rcond = raw(rcond)
-    rcond = float(rcond) if np.ndim(rcond) == 0 else np.asarray(rcond)
-    return apply(PINV, (a,), {"rcond": rcond, "hermitian": bool(hermitian)})
-
-
-def lstsq(a: Any, b: Any, rcond: Any = None) -> tuple:
-    """Least-squares solution of ``a @ x = b``, as ``numpy.linalg.lstsq``: ``(x, residuals, rank, s)``.
-    x, residuals and s are differentiable (x away from rank changes); rank is an integer.
-
-    >>> import chainrule as cr
-    >>> x, res, rank, s = cr.linalg.lstsq(cr.tensor([[1.0, 0.0], [0.0, 1.0], [0.0, 0.0]]),
-    ...                                    cr.tensor([1.0, 2.0, 3.0]))
-    >>> x, res, int(rank)
-    (tensor([1., 2.]), tensor([9.]), 2)
-    """
-    a, b = _floating(a), _floating(b)
-    sa, sb = np.shape(raw(a)), np.shape(raw(b))
-    if len(sa) != 2 or len(sb) not in (1, 2):
-        raise ShapeError(f"lstsq: expects a 2-D a and a 1-D or 2-D b (NumPy's lstsq is not batched), "
-                         f"got shapes {sa} and {sb}")
-    m, n = sa
-    if sb[0] != m:
-        raise ShapeError(f"lstsq: incompatible dimensions: a is {sa}, b is {sb} (b.shape[0] must be {m})")
-    is_1d = len(sb) == 1
-    b2 = expand_dims(b, -1) if is_1d else b
-    dtype = np.result_type(raw(a).dtype, raw(b).dtype)
-    real_dtype = np.finfo(dtype).dtype if dtype.kind == "c" else dtype
-    if rcond is None:
-        rcond = _eps(dtype) * max(m, n)
-    elif rcond < 0:
-        rcond = _eps(dtype)
-    tracked = isinstance(a, Tensor) or isinstance(b, Tensor)
-    if m == 0 or n == 0 or (not is_1d and sb[-1] == 0):
-        x, res, rank, s = np.linalg.lstsq(raw(a), raw(b), rcond=rcond)
-        return tuple(_wrap(r) for r in (x, res)) + (rank, _wrap(s)) if tracked else (x, res, rank, s)
-    s = svdvals(a)
-    rank = _per_batch(lambda v: np.count_nonzero(v > rcond * v.max(axis=-1, keepdims=True, initial=0),
-                                                 axis=-1).astype(np.int32), s)
-    ranks = whole_batch(rank)
-    if ranks.ndim and m > n and (ranks == n).any() and not (ranks == n).all():
-        raise VmapError("lstsq inside cr.vmap: the residuals' shape depends on the rank, and some examples "
-                        "have full column rank and some not; compute b - a @ x instead")
-    x = matmul(pinv(a, rcond=rcond), b2)
-    x = _as_dtype(x, dtype)
-    if (ranks == n).all() and m > n:
-        r = b2 - matmul(a, x)
-        res = sum(real(r * conj(r)) if dtype.kind == "c" else r * r, axis=0)
-        res = _as_dtype(res, real_dtype)
-    else:
-        res = np.array([], dtype=real_dtype)
-        res = _wrap(res) if tracked else res
-    if is_1d:
-        x = x[..., 0]
-    return x, res, rank, _as_dtype(s, real_dtype)
-
-
-def matrix_rank(A: Any, tol: Any = None, hermitian: bool = False, *, rtol: Any = None) -> Any:
-    """Rank by SVD, as ``numpy.linalg.matrix_rank`` (an int or an int array; no gradient).
-
-    >>> import chainrule as cr
-    >>> int(cr.linalg.matrix_rank(cr.tensor([[1.0, 2.0], [2.0, 4.0]])))
-    1
-    """
-    return _per_batch(lambda v: np.linalg.matrix_rank(np.asarray(v), tol=None if tol is None else raw(tol),
-                                                      hermitian=hermitian, rtol=None if rtol is None else raw(rtol)),
-                      A)
-
-
-def _vector_norm(x: Any, ord: Any, axis: Any, keepdims: bool) -> Any:
-    """Vector p-norm over ``axis`` (an int, a tuple read as one flattened axis, or None: all).
-
-    Where a p-norm (p > 0) or one of its terms |x_i|**p has an infinite slope at 0 (the whole
-    vector 0; a zero entry for p < 1), the gradient there is taken as 0, as PyTorch does."""
-    if getattr(x, "dtype", None) in LOW_PRECISION:
-        return accumulate(_vector_norm, x, ord, axis, keepdims)
-    if ord is None or (not isinstance(ord, str) and ord == 2):
-        return _zero_at_zero(sqrt, sum(_abs2(x), axis=axis, keepdims=keepdims))
-    if isinstance(ord, str) or not isinstance(ord, (int, float, np.number)):
-        raise ValueError(f"norm: ord={ord!r} is not a vector norm order; use a number, inf or -inf "
-                         f"(or a 2-D input or a 2-tuple axis for matrix norms such as 'fro' and 'nuc')")
-    if ord == np.inf:
-        return amax(abs(x), axis=axis, keepdims=keepdims)
-    if ord == -np.inf:
-        return amin(abs(x), axis=axis, keepdims=keepdims)
-    if ord == 0:
-        return sum(astype(x != 0, abs(x).dtype), axis=axis, keepdims=keepdims)
-    if ord == 1:
-        return sum(abs(x), axis=axis, keepdims=keepdims)
-    if ord < 0:                      # a zero entry makes the norm 0 through 0**ord = inf: no masking
-        return sum(abs(x) ** ord, axis=axis, keepdims=keepdims) ** (1.0 / ord)
-    # |x|**p (p < 1) and s**(1/p) (p > 1) have infinite slopes at 0: gradient 0 there, as PyTorch
-    powered = _zero_at_zero(lambda a: a ** ord, abs(x))
-    return _zero_at_zero(lambda s: s ** (1.0 / ord), sum(powered, axis=axis, keepdims=keepdims))
-
-
-_MATRIX_ORDS = ("fro", "nuc", 1, -1, 2, -2, np.inf, -np.inf)
-
-
-def _matrix_axes(x: Any, axis: Any, op: str) -> tuple:
-    ndim = len(np.shape(raw(x)))
-    if not isinstance(axis, (tuple, list)) or len(axis) != 2:
-        raise ValueError(f"{op}: axis must be a pair of axes, got {axis!r}")
-    a0, a1 = (int(a) % ndim if -ndim <= int(a) < ndim else None for a in axis)
-    if a0 is None or a1 is None or a0 == a1:
-        raise ValueError(f"{op}: invalid axis {axis!r} for an array of {ndim} dimensions")
-    return a0, a1
-
-
-def matrix_norm(x: Any, *, ord: Any = "fro", axis: tuple = (-2, -1), keepdims: bool = False) -> Any:
-    """Matrix norms ('fro', 'nuc', 2, -2, 1, -1, inf, -inf) over ``axis``, as ``numpy.linalg.norm``
-    with a 2-tuple axis (and ``torch.linalg.matrix_norm``); 'nuc', 2, -2 from the singular values.
-
-    >>> import chainrule as cr
-    >>> cr.linalg.matrix_norm(cr.tensor([[3.0, 0.0], [0.0, -4.0]]), ord="nuc")
-    tensor(7.)
-    """
-    a0, a1 = _matrix_axes(x, axis, "matrix_norm")
-    if not any(ord is o or (not isinstance(ord, str) and not isinstance(o, str) and ord == o)
-               or (isinstance(ord, str) and ord == o) for o in _MATRIX_ORDS):
-        raise ValueError(f"matrix_norm: invalid norm order {ord!r} for matrices; use one of 'fro', 'nuc', "
-                         f"2, -2, 1, -1, inf, -inf")
-    x = _floating(x)
-    if ord == "fro":
-        return _vector_norm(x, None, (a0, a1), keepdims)
-    if ord in (1, -1, np.inf, -np.inf):
-        if getattr(x, "dtype", None) in LOW_PRECISION:
-            return accumulate(matrix_norm, x, ord, (a0, a1), keepdims)
-        inner, outer = (a0, a1) if ord in (1, -1) else (a1, a0)    # 1: max column sum; inf: max row sum
-        r = (amax if ord > 0 else amin)(sum(abs(x), axis=inner, keepdims=True), axis=outer, keepdims=True)
-        return r if keepdims else squeeze(r, (a0, a1))
-    s = svdvals(moveaxis(x, (a0, a1), (-2, -1)))
-    r = sum(s, axis=-1) if ord == "nuc" else amax(s, axis=-1) if ord == 2 else amin(s, axis=-1)
-    if keepdims:
-        shape = list(np.shape(raw(x)))
-        shape[a0] = shape[a1] = 1
-        r = reshape(r, tuple(shape))
-    return r
-
-
-def vector_norm(x: Any, *, ord: Any = 2, axis: Any = None, keepdims: bool = False) -> Any:
-    """Vector p-norm over ``axis`` (all axes by default, or several: flattened together), as
-    ``numpy.linalg.vector_norm`` / ``torch.linalg.vector_norm``.
-
-    >>> import chainrule as cr
-    >>> cr.linalg.vector_norm(cr.tensor([[3.0, 0.0], [0.0, 4.0]]))
-    tensor(5.)
-    """
-    x = _floating(x)
-    shape = np.shape(raw(x))
-    ndim = len(shape)
-    if axis is None:
-        axes = tuple(range(ndim))
-    elif isinstance(axis, (tuple, list)):
-        axes = tuple(int(a) % ndim for a in axis)
-    else:
-        axes = (int(axis) % ndim,)
-    if len(set(axes)) != len(axes):
-        raise ValueError(f"vector_norm: repeated axis in {axis!r}")
-    if len(axes) == 1:
-        return _vector_norm(x, ord, axes[0], keepdims)
-    keep = [a for a in range(ndim) if a not in axes]
-    flat = reshape(moveaxis(x, axes, tuple(range(ndim - len(axes), ndim))) if ndim else ravel(x),
-                   tuple(shape[a] for a in keep) + (-1,))
-    r = _vector_norm(flat, ord, -1, False)
-    if keepdims:
-        r = reshape(r, tuple(1 if a in axes else shape[a] for a in range(ndim)))
-    return r
-
-
-def norm(x: Any, ord: Any = None, axis: Any = None, keepdims: bool = False) -> Any:
-    """``numpy.linalg.norm`` (also ``cr.norm`` and ``Tensor.norm``): a vector norm over one axis (every
-    ``ord`` of ``numpy.linalg.norm``: inf, -inf, 0, any p), a matrix norm over two ('fro', 'nuc', 2,
-    -2, 1, -1, inf, -inf; 'nuc', 2 and -2 by singular values), the 2-norm of all entries when both
-    ``ord`` and ``axis`` are None. Without ``axis``, a 1-D input takes vector norms, a 2-D input
-    matrix norms. At 0, a p-norm's gradient is taken as 0, as PyTorch does.
-
-    >>> import chainrule as cr
-    >>> cr.linalg.norm(cr.tensor([[1.0, 0.0], [0.0, 2.0]]), ord=2)
-    tensor(2.)
-    >>> x = cr.tensor([0.0, 0.0], requires_grad=True)
-    >>> cr.linalg.norm(x, ord=3).backward(); x.grad
-    tensor([0., 0.])
-    """
-    x = _floating(x)
-    ndim = len(np.shape(raw(x)))
-    if axis is None:
-        if ord is None:
-            return _vector_norm(x if keepdims else ravel(x), None, None, keepdims)
-        if ndim not in (1, 2):
-            raise ValueError(f"norm: ord={ord!r} without axis needs a 1-D or 2-D input, got {ndim} dimensions "
-                             f"(shape {np.shape(raw(x))}); pass axis (an int for vector norms, a pair for "
-                             f"matrix norms)")
-        axis = tuple(range(ndim))
-    elif not isinstance(axis, (tuple, list)):
-        axis = (axis,)
-    if len(axis) == 2:
-        return matrix_norm(x, ord="fro" if ord is None else ord, axis=tuple(axis), keepdims=keepdims)
-    if len(axis) != 1:
-        raise ValueError(f"norm: axis must be an int or a pair of ints, got {axis!r}")
-    a = int(axis[0])
-    if not -ndim <= a < ndim:
-        raise ValueError(f"norm: axis {a} is out of range for an array of {ndim} dimensions")
-    return _vector_norm(x, ord, a % ndim, keepdims)
-
-
-def cond(x: Any, p: Any = None) -> Any:
-    """Condition number, as ``numpy.linalg.cond``: p None/2/-2 from the singular values, the others
-    ('fro', 'nuc', 1, -1, inf, -inf) as norm(x, p) * norm(inv(x), p); inf for singular matrices.
-
-    >>> import chainrule as cr
-    >>> cr.linalg.cond(cr.tensor([[2.0, 0.0], [0.0, 0.5]]))
-    tensor(4.)
-    """
-    x = _floating(x)
-    _matrices(x, "cond")
-    if p is None or (not isinstance(p, str) and p in (2, -2)):
-        s = svdvals(x)
-        with np.errstate(all="ignore"):
-            r = s[..., -1] / s[..., 0] if p == -2 else s[..., 0] / s[..., -1]
-    else:
-        _square(x, "cond")
-        try:
-            r = matrix_norm(x, ord=p) * matrix_norm(inv(x), ord=p)
-        except (np.linalg.LinAlgError, ValueError) as e:
-            if "ord" in str(e) or "order" in str(e):
-                raise
-            want = _per_batch(lambda v: np.linalg.cond(v, p), x)    # singular somewhere: NumPy's inf, no gradient
-            return _wrap(want) if isinstance(x, Tensor) and not x._level else want
-    nan = np.isnan(whole_batch(r)) & ~np.isnan(whole_batch(x)).any(axis=(-2, -1))
-    if np.any(nan):
-        r = where(batched_like(nan, r), np.inf, r)
-    return r
