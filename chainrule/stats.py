@@ -273,6 +273,12 @@ class _Continuous(_Dist):
             return _finish(_fill(cond, val, -np.inf, bad, ((zd >= self.b) & cond0, 0.0)), tensor)
 
     def sf(self, x: Any, *args: Any, **kwds: Any) -> Any:
+        """The survival function 1 - cdf, as SciPy's ``sf`` (no cancellation in the upper tail).
+
+        >>> import chainrule as cr
+        >>> round(float(cr.stats.norm.sf(3.0)), 6)
+        0.00135
+        """
         z, zd, shapes, shd, scale, cond0, tensor = self._standard(x, args, kwds, "sf")
         with np.errstate(all="ignore"):
             cond, bad = self._conds(zd, cond0, False)
@@ -281,6 +287,7 @@ class _Continuous(_Dist):
             return _finish(_fill(cond, val, 0.0, bad, ((zd <= self.a) & cond0, 1.0)), tensor)
 
     def logsf(self, x: Any, *args: Any, **kwds: Any) -> Any:
+        """log of the survival function, as SciPy's ``logsf`` (finite far in the upper tail)."""
         z, zd, shapes, shd, scale, cond0, tensor = self._standard(x, args, kwds, "logsf")
         with np.errstate(all="ignore"):
             cond, bad = self._conds(zd, cond0, False)
@@ -318,9 +325,16 @@ class _Invertible(_Continuous):
     METHODS = _Continuous.METHODS + ("ppf", "isf")
 
     def ppf(self, q: Any, *args: Any, **kwds: Any) -> Any:
+        """The quantile function (inverse of the cdf), as SciPy's ``ppf``; differentiable in q.
+
+        >>> import chainrule as cr
+        >>> round(float(cr.stats.norm.ppf(0.975)), 4)
+        1.96
+        """
         return self._quantile(q, args, kwds, "ppf", self._ppf, self.a, self.b)
 
     def isf(self, q: Any, *args: Any, **kwds: Any) -> Any:
+        """The inverse of the survival function, as SciPy's ``isf``."""
         return self._quantile(q, args, kwds, "isf", self._isf, self.b, self.a)
 
     def _quantile(self, q: Any, args: tuple, kwds: dict, method: str, f: Any, at0: float, at1: float) -> Any:
@@ -402,9 +416,11 @@ class _Discrete(_Dist):
             return _finish(ops.where(top, 0.0, out) if top.any() else out, tensor)
 
     def sf(self, k: Any, *args: Any, **kwds: Any) -> Any:
+        """P(K > k), as SciPy's ``sf``."""
         return self._survival(k, args, kwds, "sf", lambda v: v, 0.0, 1.0)
 
     def logsf(self, k: Any, *args: Any, **kwds: Any) -> Any:
+        """log P(K > k), as SciPy's ``logsf``."""
         return self._survival(k, args, kwds, "logsf", ops.log, -np.inf, 0.0)
 
     def _survival(self, k: Any, args: tuple, kwds: dict, method: str, f: Any, above: float, below: float) -> Any:
