@@ -9,7 +9,7 @@ Timing discipline (2 cores make every shortcut visible):
 - set-up of every contender first, then ``gc.collect(); gc.freeze()`` so the collector does not
   rescan set-up objects during timing (it stays enabled: a library that makes cycles pays for them);
 - a warm-up call per contender, which also calibrates how many calls make one sample;
-- interleaved repeats (round-robin over contenders, by ``chainrule.timing``), medians, and the
+- interleaved repeats (round-robin over contenders, by ``chainrule.utils.timing``), medians, and the
   spread as half the inter-quartile range in percent of the median;
 - a pause (0.2 s) before every sample whose library differs from the previous sample's, because
   BLAS/OpenMP worker threads of the library that ran last keep spinning and steal a core;
@@ -33,7 +33,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from chainrule.timing import interleaved_samples
+from chainrule.utils.timing import interleaved_samples
 
 PAUSE_S = 0.2
 REGRESSION = 1.10

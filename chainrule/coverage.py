@@ -25,12 +25,12 @@ from typing import Any, Callable
 
 import numpy as np
 
-from . import ops
-from .grad_mode import no_grad
-from .tensor import Tensor
-from .tensor import tensor as _tensor
-from .transforms import grad as _grad
-from .transforms import jvp as _jvp
+from chainrule import numpy as ops
+from chainrule.core.grad_mode import no_grad
+from chainrule.core.tensor import Tensor
+from chainrule.core.tensor import tensor as _tensor
+from chainrule.func.transforms import grad as _grad
+from chainrule.func.transforms import jvp as _jvp
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "coverage.md"

@@ -14,7 +14,17 @@ plain backward and on Tensors when the backward is itself differentiated (see ``
 tensor(12.)
 >>> del cr.extend.PRIMITIVES["cube_example"]     # (keep the op table as it was)
 """
-from .ops._registry import PRIMITIVES, Primitive, apply, defprim, keeping_zero, linear_jvps, passthrough, raw, unary
+from chainrule.core._registry import (
+    PRIMITIVES,
+    Primitive,
+    apply,
+    defprim,
+    keeping_zero,
+    linear_jvps,
+    passthrough,
+    raw,
+    unary,
+)
 
 __all__ = ["PRIMITIVES", "Primitive", "apply", "defprim", "keeping_zero", "linear_jvps", "passthrough", "raw",
            "unary"]

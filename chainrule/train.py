@@ -19,16 +19,16 @@ import sys
 import time
 from typing import Any, Callable
 
-from . import data, nn, optim
-from ._backend import np
-from ._dtypes import bfloat16, float16, float32
-from .amp import GradScaler, autocast
-from .distributed import collectives as dist
-from .grad_mode import no_grad
-from .nn import functional as F
-from .nn.parallel import DistributedDataParallel
-from .precision import StaleMeter, grad_stats, plot_scale, summarize
-from .tensor import Tensor
+from chainrule import data, nn, optim
+from chainrule.amp.mixed_precision import GradScaler, autocast
+from chainrule.amp.precision import StaleMeter, grad_stats, plot_scale, summarize
+from chainrule.core._backend import np
+from chainrule.core._dtypes import bfloat16, float16, float32
+from chainrule.core.grad_mode import no_grad
+from chainrule.core.tensor import Tensor
+from chainrule.distributed import collectives as dist
+from chainrule.nn import functional as F
+from chainrule.nn.parallel import DistributedDataParallel
 
 StepFn = Callable[[nn.Module, optim.Optimizer, Tensor, Tensor], float]
 

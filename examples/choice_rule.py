@@ -11,8 +11,8 @@ Run: python examples/choice_rule.py [--quick]
 """
 import argparse
 
-from chainrule.timing import describe
 from chainrule.tour.modes import saved_bytes, time_hvp, time_jacobians
+from chainrule.utils.timing import describe
 
 
 def main(argv=None) -> None:

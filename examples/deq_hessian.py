@@ -15,7 +15,7 @@ import argparse
 import numpy as np
 
 import chainrule as cr
-from chainrule.timing import describe, interleaved_medians
+from chainrule.utils.timing import describe, interleaved_medians
 
 
 def make_layer(hidden: int = 32, features: int = 16, batch: int = 8, seed: int = 0) -> dict:

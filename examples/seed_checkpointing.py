@@ -18,7 +18,7 @@ import math
 import numpy as np
 
 import chainrule as cr
-from chainrule.timing import describe, interleaved_medians
+from chainrule.utils.timing import describe, interleaved_medians
 
 LAYERS = 96
 

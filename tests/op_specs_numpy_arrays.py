@@ -1,4 +1,4 @@
-"""Op-table rows of chainrule/ops/numpy_arrays.py: one per differentiable function (all composites:
+"""Op-table rows of chainrule/numpy/arrays.py: one per differentiable function (all composites:
 ``name`` is the primitive each mainly runs on, ``id`` the function), real and complex."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Op-table rows of chainrule/ops/numpy_math.py: ``SPECS`` (float64 inputs) and ``COMPLEX_SPECS``
+"""Op-table rows of chainrule/numpy/math.py: ``SPECS`` (float64 inputs) and ``COMPLEX_SPECS``
 (complex128 inputs). ``name`` is the primitive a row exercises (the main one a composite runs on),
 ``id`` the function. Rows of real functions with complex results return ``view_as_real`` of them.
 """
@@ -150,7 +150,7 @@ SPECS: list = [
            torch_fn=_t("fmod")),
     OpSpec("heaviside", cr.heaviside, shapes=BCAST, order=1, torch_fn=_tl(_t_heaviside)),
     OpSpec("numpy_i0", cr.i0, id="i0", domain=(-3.0, 3.0), order=3, torch_fn=_tl(lambda t, x: t.special.i0(x))),
-    OpSpec("numpy_i1", cr.ops.numpy_math._i1, id="i1", domain=(-3.0, 3.0), order=3,
+    OpSpec("numpy_i1", cr.numpy.numpy_math._i1, id="i1", domain=(-3.0, 3.0), order=3,
            torch_fn=_tl(lambda t, x: t.special.i1(x))),
     # torch's ldexp differentiates 2**e in integers (0 for e < 0): float exponents there
     OpSpec("ldexp", lambda x: cr.ldexp(x, _EXPS),

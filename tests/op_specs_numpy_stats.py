@@ -1,4 +1,4 @@
-"""Op-table rows of chainrule/ops/numpy_stats.py: its one primitive (``correlate``, under convolve and
+"""Op-table rows of chainrule/numpy/statistics.py: its one primitive (``correlate``, under convolve and
 correlate) and its composites, each row named after the primitive it mainly runs on, with ``id=``
 naming the function."""
 from __future__ import annotations

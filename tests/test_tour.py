@@ -1,6 +1,6 @@
 """The main job, end to end: `python -m chainrule tour --fast` runs every section and prints the
 figures the seeds print (checked here), in seconds; every time it prints comes from
-``chainrule.timing`` (tested here with a fake clock)."""
+``chainrule.utils.timing`` (tested here with a fake clock)."""
 import os
 import re
 import subprocess
@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from chainrule.timing import interleaved_medians, interleaved_samples
+from chainrule.utils.timing import interleaved_medians, interleaved_samples
 
 
 @pytest.fixture(scope="module")

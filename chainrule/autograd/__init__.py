@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..tensor import Tensor
-from .engine import backward as _backward
-from .engine import grad, queue_callback
+from chainrule.autograd.engine import backward as _backward
+from chainrule.autograd.engine import grad, queue_callback
+from chainrule.core.tensor import Tensor
 
 
 def backward(tensors: Any, grad_tensors: Any = None, retain_graph: bool | None = None,

@@ -16,10 +16,10 @@ import traceback
 from collections import deque
 from typing import Any
 
-from .._backend import np
-from ..errors import GraphError
-from ..grad_mode import STATE, add_to, remove_from
-from ..graph import Packed
+from chainrule.core._backend import np
+from chainrule.core.errors import GraphError
+from chainrule.core.grad_mode import STATE, add_to, remove_from
+from chainrule.core.graph import Packed
 
 
 class AnomalyError(GraphError):

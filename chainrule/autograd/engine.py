@@ -6,17 +6,17 @@ import sys
 from heapq import heappop, heappush
 from typing import Any, Sequence
 
-from .._backend import np
-from .._dtypes import is_floating as _is_float
-from ..batched import BatchedTensor
-from ..errors import DTypeError, GraphError, ShapeError, rule_error
-from ..grad_mode import STATE
-from ..graph import HOOKED_LEAVES, hooked_accumulators, run_post_acc_hooks, walk
-from ..ops import astype as _astype
-from ..ops import copy as _copy
-from ..ops.reduction import sum_to
-from ..tensor import Tensor as _Tensor
-from ..tensor import wrap as _wrap
+from chainrule.core._backend import np
+from chainrule.core._dtypes import is_floating as _is_float
+from chainrule.core.batched import BatchedTensor
+from chainrule.core.errors import DTypeError, GraphError, ShapeError, rule_error
+from chainrule.core.grad_mode import STATE
+from chainrule.core.graph import HOOKED_LEAVES, hooked_accumulators, run_post_acc_hooks, walk
+from chainrule.core.tensor import Tensor as _Tensor
+from chainrule.core.tensor import wrap as _wrap
+from chainrule.numpy import astype as _astype
+from chainrule.numpy import copy as _copy
+from chainrule.ops.reduction import sum_to
 
 
 def queue_callback(fn: Any) -> None:

@@ -10,12 +10,12 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
-from .. import ops as _ops
-from .._backend import ndarray
-from .._dtypes import is_floating
-from ..errors import DTypeError, ShapeError, rule_error
-from ..grad_mode import STATE, add_to, remove_from, state_scope
-from ..tensor import Tensor, wrap
+from chainrule import numpy as _ops
+from chainrule.core._backend import ndarray
+from chainrule.core._dtypes import is_floating
+from chainrule.core.errors import DTypeError, ShapeError, rule_error
+from chainrule.core.grad_mode import STATE, add_to, remove_from, state_scope
+from chainrule.core.tensor import Tensor, wrap
 
 _level_ids = itertools.count(1)
 

@@ -1,17 +1,26 @@
 """Custom differentiable ops: subclass ``cr.Function`` with static ``forward``/``backward`` (and ``jvp``)."""
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
-from .._backend import np
-from ..batched import BatchedTensor
-from ..errors import GraphError
-from ..grad_mode import STATE, no_grad
-from ..graph import FREED, GraphNode, check_saved, next_seq, pack_saved, rebase, unpack_saved, versions_of
-from ..ops import after_write, check_in_place, fresh, moveaxis, stack, zeros_like
-from ..tensor import Tensor, wrap
-from ..vmap import warn_per_example
-from .forward import fit_tangent, levels_of, tower
+from chainrule.autograd.forward import fit_tangent, levels_of, tower
+from chainrule.core._backend import np
+from chainrule.core.batched import BatchedTensor
+from chainrule.core.errors import GraphError
+from chainrule.core.grad_mode import STATE, no_grad
+from chainrule.core.graph import (
+    FREED,
+    GraphNode,
+    check_saved,
+    next_seq,
+    pack_saved,
+    rebase,
+    unpack_saved,
+    versions_of,
+)
+from chainrule.core.tensor import Tensor, wrap
+from chainrule.numpy import after_write, check_in_place, fresh, moveaxis, stack, zeros_like
 
 
 class FunctionCtx:
@@ -261,3 +270,14 @@ def _function_jvp(cls: type, ctx: FunctionCtx, args: tuple, results: list) -> No
 
 
 Function.jvp = None  # type: ignore[attr-defined]  # optional: define a static jvp(ctx, *tangents)
+
+
+def warn_per_example(name: str) -> None:
+    """The one-time warning of a custom Function without a ``vmap`` rule, run per example."""
+    if name not in _WARNED:
+        _WARNED.add(name)
+        warnings.warn(f"cr.vmap: the custom Function {name} has no vmap static method, so it runs once "
+                      f"per example in a Python loop (slow); give it a vmap rule", stacklevel=3)
+
+
+_WARNED: set = set()

@@ -6,11 +6,11 @@ import math
 import os
 from typing import Any, Iterable, Iterator
 
-from .._backend import np
-from ..errors import ChainruleError
-from ..grad_mode import PROCESS
-from ..random import get_generator
-from ..tensor import Tensor
+from chainrule.core._backend import np
+from chainrule.core.errors import ChainruleError
+from chainrule.core.grad_mode import PROCESS
+from chainrule.core.random import get_generator
+from chainrule.core.tensor import Tensor
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 DIGITS_PATH = os.path.join(_HERE, "digits.npz")

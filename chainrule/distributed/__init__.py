@@ -11,8 +11,8 @@ See docs/distributed.md.
 (1, True)
 >>> dist.destroy_process_group()
 """
-from . import optim
-from .collectives import (
+
+from chainrule.distributed.collectives import (
     DistributedError,
     DistributedTimeoutError,
     ReduceOp,

@@ -26,11 +26,11 @@ import time
 import traceback
 from typing import Any, Callable
 
-from .. import random
-from .._backend import np
-from ..errors import ChainruleError
-from ..grad_mode import PROCESS
-from ..tensor import Tensor
+from chainrule.core import random
+from chainrule.core._backend import np
+from chainrule.core.errors import ChainruleError
+from chainrule.core.grad_mode import PROCESS
+from chainrule.core.tensor import Tensor
 
 try:
     import mpi4py

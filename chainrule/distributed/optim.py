@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterable
 
-from .._backend import np
-from ..grad_mode import enable_grad
-from ..optim import Adam, Optimizer
-from ..tensor import Tensor
-from . import collectives as dist
+from chainrule.core._backend import np
+from chainrule.core.grad_mode import enable_grad
+from chainrule.core.tensor import Tensor
+from chainrule.distributed import collectives as dist
+from chainrule.optim import Adam, Optimizer
 
 
 class ZeroRedundancyOptimizer(Optimizer):

@@ -6,14 +6,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import ops
-from .._backend import np
-from .._dtypes import LOW_PRECISION, accumulate, is_floating
-from ..errors import DTypeError, ShapeError, VmapError
-from ..ops import gelu, log_softmax, raw, relu, sigmoid, softmax, tanh
-from ..random import get_generator
-from ..tensor import Tensor
-from ..vmap import physical
+from chainrule import numpy as ops
+from chainrule.core._backend import np
+from chainrule.core._dtypes import LOW_PRECISION, accumulate, is_floating
+from chainrule.core.batched import physical
+from chainrule.core.errors import DTypeError, ShapeError, VmapError
+from chainrule.core.random import get_generator
+from chainrule.core.tensor import Tensor
+from chainrule.numpy import gelu, log_softmax, raw, relu, sigmoid, softmax, tanh
+from chainrule.ops.nn import REDUCTIONS
 
 __all__ = ["avg_pool2d", "binary_cross_entropy_with_logits", "conv2d", "cross_entropy", "dropout",
            "embedding", "gelu", "layer_norm", "linear", "log_softmax", "max_pool2d", "mse_loss",
@@ -117,7 +118,7 @@ def _batched_target_loss(logits: Any, target: Any, shape: tuple, weight: Any, ig
     """cross_entropy inside cr.vmap with a batched class-index target (per-example losses): the
     fused primitive, which takes a batched target."""
     if weight is not None or label_smoothing or 0 <= ignore_index < shape[-1] or len(shape) not in (1, 2) \
-            or tuple(target.shape) != tuple(shape[:-1]) or reduction not in ops.nn.REDUCTIONS:
+            or tuple(target.shape) != tuple(shape[:-1]) or reduction not in REDUCTIONS:
         raise VmapError(f"cross_entropy inside cr.vmap with a batched target takes (C,) or (N, C) logits "
                         f"(got {shape}) with a target of their shape minus the class axis (got "
                         f"{tuple(target.shape)}), and no weight, label_smoothing or in-range "
@@ -175,7 +176,7 @@ def cross_entropy(logits: Any, target: Any, weight: Any = None, ignore_index: in
     if weight is None and not label_smoothing and len(shape) == 2 and t.shape == shape[:1] \
             and t.dtype.kind in "iu" and t.size and 0 <= np.minimum.reduce(t) \
             and np.maximum.reduce(t) < shape[1] \
-            and (ignore_index < 0 or ignore_index >= shape[1]) and reduction in ops.nn.REDUCTIONS:
+            and (ignore_index < 0 or ignore_index >= shape[1]) and reduction in REDUCTIONS:
         return ops.softmax_cross_entropy(logits, t, reduction)
     if not 0.0 <= label_smoothing <= 1.0:
         raise ValueError(f"cross_entropy: label_smoothing must be in [0, 1], got {label_smoothing}")

@@ -7,10 +7,10 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from .._backend import np
-from ..errors import ShapeError
-from ..random import get_generator
-from ..tensor import Tensor
+from chainrule.core._backend import np
+from chainrule.core.errors import ShapeError
+from chainrule.core.random import get_generator
+from chainrule.core.tensor import Tensor
 
 _GAINS = {"linear": 1.0, "conv2d": 1.0, "sigmoid": 1.0, "tanh": 5.0 / 3, "relu": math.sqrt(2.0),
           "selu": 0.75}

@@ -4,12 +4,12 @@ from __future__ import annotations
 import math
 from typing import Any, Iterator
 
-from .. import ops
-from .._backend import np
-from .._dtypes import get_default_dtype
-from . import functional as F
-from . import init
-from .module import Module, Parameter
+from chainrule import numpy as ops
+from chainrule.core._backend import np
+from chainrule.core._dtypes import get_default_dtype
+from chainrule.nn import functional as F
+from chainrule.nn import init
+from chainrule.nn.module import Module, Parameter
 
 
 def _uniform_param(shape: tuple, bound: float, dtype: Any, generator: Any) -> Parameter:

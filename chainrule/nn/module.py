@@ -4,13 +4,13 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import Any, Callable, Iterator, NamedTuple
 
-from .._backend import np
-from .._dtypes import is_floating
-from ..autograd.function import Function
-from ..errors import DTypeError, ShapeError
-from ..grad_mode import STATE
-from ..ops import raw
-from ..tensor import Tensor
+from chainrule.autograd.function import Function
+from chainrule.core._backend import np
+from chainrule.core._dtypes import is_floating
+from chainrule.core.errors import DTypeError, ShapeError
+from chainrule.core.grad_mode import STATE
+from chainrule.core.tensor import Tensor
+from chainrule.numpy import raw
 
 
 class Parameter(Tensor):

@@ -22,11 +22,11 @@ import hashlib
 import sys
 from typing import Any, Iterator
 
-from .. import autograd
-from .._backend import np
-from ..distributed import collectives as dist
-from ..tensor import Tensor
-from .module import Module
+from chainrule import autograd
+from chainrule.core._backend import np
+from chainrule.core.tensor import Tensor
+from chainrule.distributed import collectives as dist
+from chainrule.nn.module import Module
 
 
 class _Bucket:

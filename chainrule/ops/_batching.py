@@ -11,10 +11,8 @@ from __future__ import annotations
 
 from typing import Any, Callable, Sequence
 
-from .._backend import np
-from ..errors import VmapError
-from ..tensor import Tensor
-from ._registry import (
+from chainrule.core._backend import np
+from chainrule.core._registry import (
     PRIMITIVES,
     Batch,
     Primitive,
@@ -25,6 +23,8 @@ from ._registry import (
     refuse_batched_params,
     set_batch,
 )
+from chainrule.core.errors import VmapError
+from chainrule.core.tensor import Tensor
 
 Rule = Callable[..., Any]
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._backend import np
-from ..batched import whole_batch
-from ..grad_mode import STATE
-from ._registry import raw
+from chainrule.core._backend import np
+from chainrule.core._registry import raw
+from chainrule.core.batched import whole_batch
+from chainrule.core.grad_mode import STATE
 
 
 def _eps(dtype: Any) -> float:

@@ -32,17 +32,17 @@ from typing import Any, NamedTuple
 
 import scipy.linalg
 
-from .._backend import np
-from ..batched import whole_batch
-from ..errors import ShapeError
-from ..tensor import Tensor
-from ..tensor import wrap as _wrap
-from ._batching import batch_unary, set_batch
-from ._registry import apply, defprim, raw
-from .elementwise import conj, where
-from .linalg import _batch_solve_like, _per_batch, matmul, solve
-from .reduction import sum
-from .shape import concatenate, diagonal, expand_dims, real, swapaxes, tril, triu
+from chainrule.core._backend import np
+from chainrule.core._registry import apply, defprim, raw
+from chainrule.core.batched import whole_batch
+from chainrule.core.errors import ShapeError
+from chainrule.core.tensor import Tensor
+from chainrule.core.tensor import wrap as _wrap
+from chainrule.ops._batching import batch_unary, set_batch
+from chainrule.ops.elementwise import conj, where
+from chainrule.ops.linalg import _batch_solve_like, _per_batch, matmul, solve
+from chainrule.ops.reduction import sum
+from chainrule.ops.shape import concatenate, diagonal, expand_dims, real, swapaxes, tril, triu
 
 __all__ = ["EigResult", "QRResult", "eig", "eigvals", "qr", "matrix_exp", "solve_triangular",
            "cho_solve"]

@@ -11,12 +11,12 @@ from typing import Any
 
 import scipy.special
 
-from .._backend import ndarray, np
-from ..batched import BatchedTensor
-from ..errors import VmapError
-from ..tensor import Tensor, tensor
-from ..tensor import wrap as _wrap
-from ._registry import apply, batch_elementwise, defprim, keeping_zero, passthrough, raw, unary
+from chainrule.core._backend import ndarray, np
+from chainrule.core._registry import apply, batch_elementwise, defprim, keeping_zero, passthrough, raw, unary
+from chainrule.core.batched import BatchedTensor
+from chainrule.core.errors import VmapError
+from chainrule.core.tensor import Tensor, tensor
+from chainrule.core.tensor import wrap as _wrap
 
 _LN2 = math.log(2.0)
 _LN10 = math.log(10.0)
@@ -103,7 +103,7 @@ def tanh_backward(x: Any, y: Any) -> Any:
     """``x * (1 - y**2)``: the cotangent (or tangent) ``x`` of ``y = tanh(.)`` pulled through tanh.
 
     >>> import chainrule as cr, numpy as np
-    >>> cr.ops.tanh_backward(np.array([2.0]), np.array([0.5]))
+    >>> cr.numpy.tanh_backward(np.array([2.0]), np.array([0.5]))
     array([1.5])
     """
     return _tanh_rule(x, y)
@@ -397,7 +397,7 @@ def alias(x: Any) -> Any:
 
     >>> import chainrule as cr
     >>> x = cr.tensor([1.0, 2.0])
-    >>> cr.ops.alias(x).data.base is x.data
+    >>> cr.numpy.alias(x).data.base is x.data
     True
     """
     out = apply(ALIAS, (x,))

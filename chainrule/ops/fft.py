@@ -16,14 +16,14 @@ from __future__ import annotations
 import math
 from typing import Any, Sequence
 
-from .._backend import np
-from .._dtypes import LOW_PRECISION, default_for, float32
-from ..errors import DTypeError, ShapeError
-from ..tensor import Tensor, tensor
-from ._batching import batch_axes, set_batch
-from ._registry import apply, defprim, raw
-from .elementwise import conj
-from .shape import _axis, getitem, pad, roll
+from chainrule.core._backend import np
+from chainrule.core._dtypes import LOW_PRECISION, default_for, float32
+from chainrule.core._registry import apply, defprim, raw
+from chainrule.core.errors import DTypeError, ShapeError
+from chainrule.core.tensor import Tensor, tensor
+from chainrule.ops._batching import batch_axes, set_batch
+from chainrule.ops.elementwise import conj
+from chainrule.ops.shape import _axis, getitem, pad, roll
 
 _NORMS = ("backward", "ortho", "forward")
 _SWAPPED = {"backward": "forward", "ortho": "ortho", "forward": "backward"}

@@ -10,18 +10,18 @@ import math
 import string
 from typing import Any, NamedTuple
 
-from .._backend import np
-from .._dtypes import LOW_PRECISION, accum_dtype
-from ..batched import batched_like, whole_batch
-from ..errors import ShapeError
-from ..tensor import Tensor
-from ..tensor import wrap as _wrap
-from ._batching import batch_unary, example_ndim, lift, set_batch, transpose
-from ._batching import reshape as _breshape
-from ._registry import apply, defprim, no_out, raw
-from .elementwise import add, astype, conj, exp
-from .reduction import _prod_others, sum
-from .shape import broadcast_to, expand_dims, imag, ravel, real, reshape, squeeze, swapaxes
+from chainrule.core._backend import np
+from chainrule.core._dtypes import LOW_PRECISION, accum_dtype
+from chainrule.core._registry import apply, defprim, no_out, raw
+from chainrule.core.batched import batched_like, whole_batch
+from chainrule.core.errors import ShapeError
+from chainrule.core.tensor import Tensor
+from chainrule.core.tensor import wrap as _wrap
+from chainrule.ops._batching import batch_unary, example_ndim, lift, set_batch, transpose
+from chainrule.ops._batching import reshape as _breshape
+from chainrule.ops.elementwise import add, astype, conj, exp
+from chainrule.ops.reduction import _prod_others, sum
+from chainrule.ops.shape import broadcast_to, expand_dims, imag, ravel, real, reshape, squeeze, swapaxes
 
 
 def _accumulating(fn: Any, *xs: Any) -> Any:
@@ -109,7 +109,7 @@ def linear(x: Any, w: Any, b: Any) -> Any:
     """``x @ w.T + b`` as one primitive (w has shape (out_features, in_features), as in PyTorch).
 
     >>> import chainrule as cr
-    >>> cr.ops.linear(cr.tensor([[1.0, 2.0]]), cr.tensor([[3.0, 4.0]]), cr.tensor([0.5]))
+    >>> cr.numpy.linear(cr.tensor([[1.0, 2.0]]), cr.tensor([[3.0, 4.0]]), cr.tensor([0.5]))
     tensor([[11.5]])
     """
     return apply(LINEAR, (x, w, b))

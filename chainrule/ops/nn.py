@@ -7,15 +7,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._backend import ndarray, np
-from .._dtypes import LOW_PRECISION, accumulate
-from ..tensor import Tensor
-from ._batching import Batch, batch_axes, expand, set_batch
-from ._batching import reshape as _breshape
-from ._registry import apply, defprim, raw, real_only
-from .elementwise import exp
-from .reduction import _along, sum
-from .shape import expand_dims
+from chainrule.core._backend import ndarray, np
+from chainrule.core._dtypes import LOW_PRECISION, accumulate
+from chainrule.core._registry import apply, defprim, raw, real_only
+from chainrule.core.tensor import Tensor
+from chainrule.ops._batching import Batch, batch_axes, expand, set_batch
+from chainrule.ops._batching import reshape as _breshape
+from chainrule.ops.elementwise import exp
+from chainrule.ops.reduction import _along, sum
+from chainrule.ops.shape import expand_dims
 
 
 def _shifted(x: Any, axis: int) -> Any:
@@ -140,7 +140,7 @@ def softmax_cross_entropy(logits: Any, target: Any, reduction: str = "none") -> 
     primitive (``cr.nn.functional.cross_entropy``'s plain case).
 
     >>> import chainrule as cr
-    >>> cr.ops.softmax_cross_entropy(cr.tensor([[0.0, 0.0]]), [1])
+    >>> cr.numpy.softmax_cross_entropy(cr.tensor([[0.0, 0.0]]), [1])
     tensor([0.6931472])
     """
     if reduction not in REDUCTIONS:

@@ -11,13 +11,13 @@ import builtins
 import math
 from typing import Any
 
-from .._backend import ndarray, np
-from .._dtypes import LOW_PRECISION, accum_dtype, accumulate
-from ._batching import batch_axes, set_batch
-from ._batching import reshape as _breshape
-from ._registry import apply, defprim, in_graph, no_out, raw
-from ._shapes import normalize_axis, reduced_shape
-from .elementwise import (
+from chainrule.core._backend import ndarray, np
+from chainrule.core._dtypes import LOW_PRECISION, accum_dtype, accumulate
+from chainrule.core._registry import apply, defprim, in_graph, no_out, raw
+from chainrule.core._shapes import normalize_axis, reduced_shape
+from chainrule.ops._batching import batch_axes, set_batch
+from chainrule.ops._batching import reshape as _breshape
+from chainrule.ops.elementwise import (
     _abs2,
     _zero_at_zero,
     astype,
@@ -30,8 +30,8 @@ from .elementwise import (
     where,
     zeros_like,
 )
-from .elementwise import round as _round
-from .shape import (
+from chainrule.ops.elementwise import round as _round
+from chainrule.ops.shape import (
     broadcast_to,
     concatenate,
     diagonal,
@@ -45,7 +45,7 @@ from .shape import (
     take_along_axis,
     transpose,
 )
-from .shape import pad as _pad_linear
+from chainrule.ops.shape import pad as _pad_linear
 
 
 def _sum_forward(x: Any, axis: Any, keepdims: bool, shape: Any) -> Any:

@@ -9,17 +9,26 @@ import builtins
 import operator
 from typing import Any, Sequence
 
-from .._backend import np
-from ..batched import batch_chain, on_physical, physical
-from ..errors import DTypeError, ShapeError
-from ..grad_mode import STATE
-from ..tensor import Tensor
-from ._batching import batch_axes, batch_index, batch_unary, expand, inverse, lift, region_shape, set_batch
-from ._batching import reshape as _breshape
-from ._batching import transpose as _btranspose
-from ._registry import apply, defprim, in_graph, no_out, raw
-from ._shapes import normalize_axis
-from .elementwise import IMAG, REAL, astype, multiply, where, zeros_like
+from chainrule.core._backend import np
+from chainrule.core._registry import apply, defprim, in_graph, no_out, raw
+from chainrule.core._shapes import normalize_axis
+from chainrule.core.batched import batch_chain, on_physical, physical
+from chainrule.core.errors import DTypeError, ShapeError
+from chainrule.core.grad_mode import STATE
+from chainrule.core.tensor import Tensor
+from chainrule.ops._batching import (
+    batch_axes,
+    batch_index,
+    batch_unary,
+    expand,
+    inverse,
+    lift,
+    region_shape,
+    set_batch,
+)
+from chainrule.ops._batching import reshape as _breshape
+from chainrule.ops._batching import transpose as _btranspose
+from chainrule.ops.elementwise import IMAG, REAL, astype, multiply, where, zeros_like
 
 _NOFLOP = lambda out, *xs, **p: 0  # noqa: E731  (data movement is not counted as FLOPs)
 

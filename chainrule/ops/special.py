@@ -18,19 +18,19 @@ from typing import Any
 
 import scipy.special as _sc
 
-from .._backend import np
-from .._dtypes import LOW_PRECISION, accumulate
-from ..errors import GraphError
-from ..tensor import Tensor, wrap
-from ._registry import apply, defprim, keeping_zero, raw, unary
-from .elementwise import abs, astype, erf, exp, isfinite, log, log1p, sign, where
-from .elementwise import sinc as _sinc
-from .nn import log_softmax as _log_softmax_along
-from .nn import softmax as _softmax_along
-from .reduction import amax
-from .reduction import logsumexp as _logsumexp
-from .reduction import sum as _sum
-from .shape import reshape, squeeze, stack
+from chainrule.core._backend import np
+from chainrule.core._dtypes import LOW_PRECISION, accumulate
+from chainrule.core._registry import apply, defprim, keeping_zero, raw, unary
+from chainrule.core.errors import GraphError
+from chainrule.core.tensor import Tensor, wrap
+from chainrule.ops.elementwise import abs, astype, erf, exp, isfinite, log, log1p, sign, where
+from chainrule.ops.elementwise import sinc as _sinc
+from chainrule.ops.nn import log_softmax as _log_softmax_along
+from chainrule.ops.nn import softmax as _softmax_along
+from chainrule.ops.reduction import amax
+from chainrule.ops.reduction import logsumexp as _logsumexp
+from chainrule.ops.reduction import sum as _sum
+from chainrule.ops.shape import reshape, squeeze, stack
 
 _PI = math.pi
 _SQRT_PI = math.sqrt(math.pi)

@@ -81,13 +81,14 @@ from __future__ import annotations
 import warnings
 from typing import Any, NamedTuple
 
-from .._backend import np
-from ..batched import batched_like, whole_batch
-from ..errors import ShapeError
-from ..grad_mode import STATE
-from ..tensor import Tensor
-from ._batching import batch_unary, set_batch
-from ._degenerate import (
+from chainrule.core._backend import np
+from chainrule.core._registry import apply, defprim, raw
+from chainrule.core.batched import batched_like, whole_batch
+from chainrule.core.errors import ShapeError
+from chainrule.core.grad_mode import STATE
+from chainrule.core.tensor import Tensor
+from chainrule.ops._batching import batch_unary, set_batch
+from chainrule.ops._degenerate import (
     _check_block,
     _check_inside,
     _check_mixed,
@@ -104,19 +105,10 @@ from ._degenerate import (
     _reaching,
     _zero_sv_error,
 )
-from ._registry import apply, defprim, raw
-from .elementwise import abs, astype, conj, sign, where
-from .linalg import _per_batch, matmul
-from .reduction import sum
-from .shape import (
-    concatenate,
-    diagonal,
-    expand_dims,
-    imag,
-    real,
-    swapaxes,
-    take_along_axis,
-)
+from chainrule.ops.elementwise import abs, astype, conj, sign, where
+from chainrule.ops.linalg import _per_batch, matmul
+from chainrule.ops.reduction import sum
+from chainrule.ops.shape import concatenate, diagonal, expand_dims, imag, real, swapaxes, take_along_axis
 
 _NoValue = object()
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 import math
 from typing import Any, Iterable
 
-from .._backend import np
-from .optimizer import Optimizer
+from chainrule.core._backend import np
+from chainrule.optim.optimizer import Optimizer
 
 
 class Adam(Optimizer):

@@ -4,7 +4,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from .optimizer import Optimizer
+from chainrule.optim.optimizer import Optimizer
 
 
 class LRScheduler:

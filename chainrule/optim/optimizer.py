@@ -8,12 +8,12 @@ from __future__ import annotations
 import copy
 from typing import Any, Callable, Iterable
 
-from .._backend import np
-from ..errors import ShapeError
-from ..grad_mode import enable_grad, no_grad
-from ..nn.module import zero_grads
-from ..ops import raw
-from ..tensor import Tensor
+from chainrule.core._backend import np
+from chainrule.core.errors import ShapeError
+from chainrule.core.grad_mode import enable_grad, no_grad
+from chainrule.core.tensor import Tensor
+from chainrule.nn.module import zero_grads
+from chainrule.numpy import raw
 
 
 class Optimizer:

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
-from .._backend import np
-from .optimizer import Optimizer
+from chainrule.core._backend import np
+from chainrule.optim.optimizer import Optimizer
 
 
 class SGD(Optimizer):

@@ -6,8 +6,8 @@ import argparse
 import time
 
 # Section modules. Each registers its sections on import; ORDER follows the seeds' storyline.
-from . import core, memory, modes, precision, programs, training  # noqa: F401
-from ._sections import SECTIONS, Context
+from chainrule.tour import core, memory, modes, precision, programs, training  # noqa: F401
+from chainrule.tour._sections import SECTIONS, Context
 
 
 def run(fast: bool = False, out: str | None = None, only: list[str] | None = None) -> None:

@@ -6,8 +6,7 @@ import random
 import numpy as np
 
 import chainrule as cr
-
-from ._sections import Context, section
+from chainrule.tour._sections import Context, section
 
 
 def _chain(t: cr.Tensor) -> list[str]:

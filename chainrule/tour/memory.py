@@ -6,9 +6,8 @@ import math
 import numpy as np
 
 import chainrule as cr
-from chainrule.timing import describe, interleaved_medians
-
-from ._sections import Context, section
+from chainrule.tour._sections import Context, section
+from chainrule.utils.timing import describe, interleaved_medians
 
 
 def _mlp(depth: int, width: int, batch: int) -> tuple[list, cr.Tensor]:

@@ -9,9 +9,8 @@ from typing import Any
 import numpy as np
 
 import chainrule as cr
-from chainrule.timing import describe, interleaved_medians
-
-from ._sections import Context, section
+from chainrule.tour._sections import Context, section
+from chainrule.utils.timing import describe, interleaved_medians
 
 
 def time_jacobians(n: int, m: int, rounds: int, seed: int = 0) -> dict:

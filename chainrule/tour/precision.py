@@ -10,8 +10,7 @@ from typing import Callable
 import numpy as np
 
 import chainrule as cr
-
-from ._sections import Context, section
+from chainrule.tour._sections import Context, section
 
 
 def seed_figures(say: Callable[[str], None] = print) -> None:

@@ -5,8 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 import chainrule as cr
-
-from ._sections import Context, section
+from chainrule.tour._sections import Context, section
 
 
 @section("control-flow", "Control flow: the gradient follows the path taken",

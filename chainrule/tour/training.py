@@ -7,8 +7,7 @@ import numpy as np
 
 import chainrule as cr
 from chainrule import train as tr
-
-from ._sections import Context, section
+from chainrule.tour._sections import Context, section
 
 
 @section("training", "A training loop: forward, loss, backward, step; validation under no_grad",

@@ -308,7 +308,7 @@ def test_second_backward_error_names_the_function():
         y.backward()
 
 
-@pytest.mark.parametrize("ufunc", sorted((u for u in cr.ops._UFUNCS if u.nout == 1), key=lambda u: u.__name__),
+@pytest.mark.parametrize("ufunc", sorted((u for u in cr.numpy._UFUNCS if u.nout == 1), key=lambda u: u.__name__),
                          ids=lambda u: u.__name__)
 def test_every_numpy_ufunc_dispatches_to_chainrule(ufunc):
     data = np.array([[0.3, 0.6], [0.2, 0.1]]) if ufunc in (np.matvec, np.vecmat) else np.array([0.3, 0.6])

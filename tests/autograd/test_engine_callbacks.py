@@ -299,7 +299,7 @@ def test_callbacks_run_after_every_node_in_order_before_backward_returns():
     # queued from the first hook to run; every leaf's .grad is final when the callbacks run
     assert log[0] == ("cb1", [6.0, 8.0], [2.0, 4.0])
     assert [e[0] for e in log] == ["cb1", "cb2"] * (len(log) // 2)
-    assert not cr.grad_mode.STATE.in_backward
+    assert not cr.core.grad_mode.STATE.in_backward
 
 
 def test_callbacks_queued_by_callbacks_run_too():
@@ -363,7 +363,7 @@ def test_callback_error_is_raised_by_backward_and_state_is_restored():
     with pytest.raises(ValueError, match="boom"):
         w.sum().backward()
     h.remove()
-    assert not cr.grad_mode.STATE.in_backward and cr.is_grad_enabled()
+    assert not cr.core.grad_mode.STATE.in_backward and cr.is_grad_enabled()
     with pytest.raises(GraphError):
         cr.autograd.queue_callback(lambda: None)
     w.sum().backward()                          # the failed callback is not run again

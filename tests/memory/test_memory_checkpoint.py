@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import chainrule as cr
-from chainrule.checkpoint import _min_budget, _peak, _solve
+from chainrule.autograd.checkpoint import _min_budget, _peak, _solve
 
 
 def _t(shape, rng, requires_grad=True):

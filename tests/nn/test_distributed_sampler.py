@@ -12,9 +12,9 @@ import pytest
 
 import chainrule as cr
 import chainrule.distributed as dist
+from chainrule.core.grad_mode import PROCESS
 from chainrule.data import DataLoader, DistributedSampler
 from chainrule.distributed import collectives
-from chainrule.grad_mode import PROCESS
 
 COMBOS = [(n, r, d) for n in (0, 1, 2, 3, 5, 7, 8, 10, 16, 17, 31, 100, 101)
           for r in (1, 2, 3, 4, 7, 8) for d in (False, True)]

@@ -144,7 +144,7 @@ def test_tolerances_of_comparisons_may_be_tensors():
 
 
 def test_the_refusal_helper_names_op_argument_and_role():
-    from chainrule.ops._registry import constant_arg
+    from chainrule.core._registry import constant_arg
     assert constant_arg(cr.tensor([1.0]), "op", "arg").tolist() == [1.0]         # plain: its data
     assert constant_arg(0.5, "op", "arg") == 0.5
     with pytest.raises(cr.GraphError, match=r"op\(\): arg requires grad.*arg\.detach\(\)"):

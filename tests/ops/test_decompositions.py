@@ -1,4 +1,4 @@
-"""chainrule.ops.decompositions: eig, eigvals, qr, matrix_exp, solve_triangular, cho_solve, and the
+"""chainrule.numpy.decompositions: eig, eigvals, qr, matrix_exp, solve_triangular, cho_solve, and the
 complex slogdet/cholesky; plus complex checks of linalg's inv, solve, det.
 
 The op-table rows (op_specs_decompositions.SPECS / COMPLEX_SPECS) run here through the same checks as

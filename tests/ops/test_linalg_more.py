@@ -1,11 +1,11 @@
-"""chainrule.ops.linalg_more (matrix_power, multi_dot, tensorsolve, tensorinv and NumPy 2's array-API
+"""chainrule.numpy.linalg_more (matrix_power, multi_dot, tensorsolve, tensorinv and NumPy 2's array-API
 linalg members): NumPy's values, dtypes and shapes; both modes against central differences (complex
 data through view_as_complex/view_as_real); second order; PyTorch's gradients; clear errors."""
 import numpy as np
 import pytest
 
 import chainrule as cr
-import chainrule.ops.linalg_more as L
+import chainrule.numpy.linalg_more as L
 
 RNG = np.random.default_rng(0)
 

@@ -1,4 +1,4 @@
-"""chainrule/ops/numpy_arrays.py against NumPy: values, dtypes and shapes for every argument form
+"""chainrule/numpy/arrays.py against NumPy: values, dtypes and shapes for every argument form
 (ndarrays in, ndarrays out; tensors in, tensors out), stated gradients, in-place semantics, errors,
 and dispatch through ``np.<name>(tensor)``. The op-table rows (tests/op_specs_numpy_arrays.py) check
 the derivatives against differences, duality, second order and PyTorch."""

@@ -1,4 +1,4 @@
-"""chainrule/ops/numpy_math.py beyond its op-table rows: NumPy's values, dtypes and shapes for every
+"""chainrule/numpy/math.py beyond its op-table rows: NumPy's values, dtypes and shapes for every
 argument form (special values included), the gradients at the edge points the conventions fix,
 errors, the plain (non-differentiable) functions, the window functions and NumPy dispatch."""
 import math

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 import chainrule as cr
-from chainrule import ops
-from chainrule.ops import UnsupportedArgument
+from chainrule import numpy as ops
+from chainrule.core.errors import UnsupportedArgument
 
 P = inspect.Parameter
 # the same parameter under another name (NumPy's ``b`` is chainrule's ``y``; ``ndarray.clip(min, max)``)

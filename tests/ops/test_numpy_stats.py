@@ -1,4 +1,4 @@
-"""chainrule/ops/numpy_stats.py against NumPy: values, dtypes and shapes for every argument form, the
+"""chainrule/numpy/statistics.py against NumPy: values, dtypes and shapes for every argument form, the
 stated gradients at ties, NaNs and kinks, errors, and dispatch through ``np.<name>(tensor)``."""
 import warnings
 

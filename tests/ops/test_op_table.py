@@ -37,8 +37,8 @@ def boom():
     """A primitive whose rules raise ``boom.error``."""
     def rule(g, out, x):
         raise boom.error
-    prim = cr.ops.defprim("boom_test_only", np.negative, rules=(rule,))
-    boom.fn = lambda x: cr.ops.apply(prim, (x,))
+    prim = cr.numpy.defprim("boom_test_only", np.negative, rules=(rule,))
+    boom.fn = lambda x: cr.numpy.apply(prim, (x,))
     yield boom
     del cr.PRIMITIVES["boom_test_only"]
 

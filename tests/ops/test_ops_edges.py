@@ -432,7 +432,7 @@ def test_axis_errors_name_the_fix_for_tuples_and_non_integral_values():
 @pytest.mark.parametrize("call", [
     lambda a: cr.moveaxis(a, 5, 0), lambda a: cr.swapaxes(a, 3, 0), lambda a: cr.transpose(a, (0, 3)),
     lambda a: cr.expand_dims(a, 5), lambda a: cr.stack([a, a], axis=4),
-    lambda a: cr.ops.flatten(a, 5), lambda a: cr.split(a, 1, axis=3), lambda a: cr.take(a, [0], axis=2)])
+    lambda a: cr.numpy.flatten(a, 5), lambda a: cr.split(a, 1, axis=3), lambda a: cr.take(a, [0], axis=2)])
 def test_out_of_range_axes_raise_instead_of_wrapping(call):
     with pytest.raises(ShapeError, match="out of bounds"):
         call(cr.ones((2, 3)))

@@ -1,4 +1,4 @@
-"""cr.linalg's spectral functions (chainrule.ops.spectral): NumPy's values, dtypes and shapes;
+"""cr.linalg's spectral functions (chainrule.numpy.spectral): NumPy's values, dtypes and shapes;
 gradients of gauge-invariant losses in both modes against central differences (complex data through
 view_as_complex/view_as_real), second order, PyTorch's values and gradients; degenerate spectra and
 complex phases (clear errors where the derivative does not exist, working eigenvalue-only and

@@ -80,13 +80,13 @@ def test_persistent_nan_stops_with_the_op_that_made_it():
             s.step(opt)
             s.update()
     assert s.get_scale() == 2.0 ** 6
-    assert not cr.grad_mode.STATE.observers                   # the watcher is gone
+    assert not cr.core.grad_mode.STATE.observers                   # the watcher is gone
 
 
 def test_overflow_then_recovery_does_not_stop():
     s = GradScaler(init_scale=8.0, max_backoffs=2, growth_interval=100)
     _run(s, [[INF, 0.0]] * 2 + [[1.0, 1.0]] * 3)
-    assert s.get_scale() == 2.0 and not cr.grad_mode.STATE.observers
+    assert s.get_scale() == 2.0 and not cr.core.grad_mode.STATE.observers
 
 
 def test_usage_errors_and_state_dict_round_trip():
@@ -162,7 +162,7 @@ def test_watcher_goes_when_the_scaler_is_dropped_mid_iteration():
     s.scale(cr.sqrt(p - 1.0).sum()).backward()                 # NaN: one backoff installs the watcher
     s.step(opt)
     s.update()
-    assert cr.grad_mode.STATE.observers and cr.grad_mode.STATE.rare
+    assert cr.core.grad_mode.STATE.observers and cr.core.grad_mode.STATE.rare
     del s                                                       # abandoned before the next update
     gc.collect()
-    assert not cr.grad_mode.STATE.observers and not cr.grad_mode.STATE.rare
+    assert not cr.core.grad_mode.STATE.observers and not cr.core.grad_mode.STATE.rare

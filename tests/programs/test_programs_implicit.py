@@ -135,7 +135,7 @@ def test_bad_solver_name_and_shape():
 
 
 def test_gmres_solves_nonsymmetric_system():
-    from chainrule.implicit import gmres
+    from chainrule.programs.implicit import gmres
     rng = np.random.default_rng(0)
     A = np.eye(30) * 3 + rng.standard_normal((30, 30)) * 0.3
     b = rng.standard_normal(30)

@@ -165,7 +165,7 @@ def test_anomaly_mode_is_restored_and_silent_on_finite_gradients():
     with cr.detect_anomaly():
         cr.sqrt(x).sum().backward()
     np.testing.assert_allclose(x.grad.data, [0.5, 0.25])
-    from chainrule.grad_mode import STATE
+    from chainrule.core.grad_mode import STATE
     assert not STATE.anomaly and not STATE.observers
 
 

@@ -1,0 +1,1 @@
+"""SciPy's chapters, differentiable: ``cr.special``, ``cr.stats``, ``cr.integrate``."""

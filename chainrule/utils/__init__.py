@@ -1,0 +1,1 @@
+"""Utilities: graph pictures (``cr.viz``), ``cr.save``/``cr.load``, timing."""
