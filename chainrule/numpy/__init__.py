@@ -42,13 +42,15 @@ from chainrule.numpy._methods import _operand, _write_batched
 from chainrule.numpy._methods import after_write as after_write  # (these three: for cr.Function.mark_dirty)
 from chainrule.numpy._methods import check_in_place as check_in_place
 from chainrule.numpy._methods import fresh as fresh
+from chainrule.numpy.arrays import *  # noqa: F403  (each chapter's __all__, NumPy's names)
+from chainrule.numpy.math import *  # noqa: F403
 from chainrule.numpy.spectral_functions import norm
+from chainrule.numpy.statistics import *  # noqa: F403
 from chainrule.ops import special
 from chainrule.ops.elementwise import (
     abs,
     absolute,
     add,
-    alias,
     angle,
     arccos,
     arccosh,
@@ -120,11 +122,12 @@ from chainrule.ops.elementwise import (
     subtract,
     tan,
     tanh,
-    tanh_backward,
     true_divide,
     where,
     zeros_like,
 )
+from chainrule.ops.elementwise import alias as alias
+from chainrule.ops.elementwise import tanh_backward as tanh_backward
 from chainrule.ops.linalg import (
     cholesky,
     det,
@@ -132,7 +135,6 @@ from chainrule.ops.linalg import (
     einsum,
     inner,
     inv,
-    linear,
     matmul,
     outer,
     slogdet,
@@ -140,7 +142,9 @@ from chainrule.ops.linalg import (
     tensordot,
     vdot,
 )
-from chainrule.ops.nn import log_softmax, softmax, softmax_cross_entropy
+from chainrule.ops.linalg import linear as linear
+from chainrule.ops.nn import log_softmax, softmax
+from chainrule.ops.nn import softmax_cross_entropy as softmax_cross_entropy
 from chainrule.ops.reduction import (
     amax,
     amin,
@@ -174,10 +178,8 @@ from chainrule.ops.shape import (
     expand_dims,
     flatten,
     flip,
-    getitem,
     hstack,
     imag,
-    index_put,
     moveaxis,
     permute_dims,
     ravel,
@@ -185,7 +187,6 @@ from chainrule.ops.shape import (
     repeat,
     reshape,
     roll,
-    scatter_add,
     split,
     squeeze,
     stack,
@@ -201,6 +202,9 @@ from chainrule.ops.shape import (
     view_as_real,
     vstack,
 )
+from chainrule.ops.shape import getitem as getitem
+from chainrule.ops.shape import index_put as index_put
+from chainrule.ops.shape import scatter_add as scatter_add
 
 _UFUNCS = {np.conjugate: conj, np.add: add, np.subtract: subtract, np.multiply: multiply, np.divide: divide,
            np.true_divide: divide, np.power: power, np.negative: negative, np.exp: exp,
@@ -268,14 +272,11 @@ _REDUCERS = {np.add: (sum, cumsum), np.multiply: (prod, cumprod),
              np.minimum: (amin, lambda x, axis: _running_extreme(x, axis, False))}
 
 
-# the rest of NumPy's namespace (and scipy.special's ufuncs): each module lists its functions
-_MORE = (numpy_math, numpy_arrays, numpy_stats)
-for _module in _MORE:
-    globals().update({name: getattr(_module, name) for name in _module.NAMES})
+# the rest of NumPy's namespace (and scipy.special's ufuncs): each chapter lists its functions in __all__
+for _module in (numpy_math, numpy_arrays, numpy_stats):
     _FUNCTIONS.update({f: fn for f, fn in _module.NUMPY.items() if not isinstance(f, np.ufunc)})
     _UFUNCS.update({f: fn for f, fn in _module.NUMPY.items() if isinstance(f, np.ufunc)})
 _UFUNCS.update(special.NUMPY)
-MORE_NAMES = tuple(name for module in _MORE for name in module.NAMES)
 
 
 # ----- which NumPy functions are math: one table, consulted by _fallback and by chainrule.coverage -----
@@ -761,22 +762,25 @@ _methods.attach(dispatch_ufunc, dispatch_function)
 
 # The op surface: NumPy's names (plus the fused ops); the extension API is in chainrule.extend.
 __all__ = [
-    "abs", "absolute", "add", "alias", "amax", "amin", "arccos", "arccosh", "arcsin", "arcsinh",
+    "abs", "absolute", "add", "amax", "amin", "arccos", "arccosh", "arcsin", "arcsinh",
     "arctan", "arctan2", "arctanh", "argmax", "argmin", "argsort", "around", "array_split",
     "as_tensor", "astype", "atleast_1d", "atleast_2d", "average", "broadcast_to", "cbrt",
     "ceil", "cholesky", "clip", "concatenate", "copy", "cos", "cosh", "cumprod", "cumsum",
     "det", "diagonal", "diagonal_scatter", "fft", "real", "imag", "conj", "conjugate", "angle", "view_as_real",
     "view_as_complex", "divide", "divmod", "dot", "einsum", "equal", "erf", "exp", "exp2",
     "expand_dims", "expm1", "flatten", "flip", "floor", "floor_divide", "fmax", "fmin", "gelu",
-    "getitem", "greater", "greater_equal", "hstack", "hypot", "index_put", "inner", "inv",
-    "isfinite", "isinf", "isnan", "less", "less_equal", "linalg", "linear", "log", "log10",
+    "greater", "greater_equal", "hstack", "hypot", "inner", "inv",
+    "isfinite", "isinf", "isnan", "less", "less_equal", "linalg", "log", "log10",
     "log1p", "log2", "log_softmax", "logaddexp", "logical_and", "logical_not", "logical_or",
     "logsumexp", "matmul", "max", "maximum", "mean", "min", "minimum", "mod", "moveaxis",
     "multiply", "negative", "nonzero", "norm", "not_equal", "ones_like", "outer", "pad",
     "permute_dims", "pow", "power", "prod", "ravel", "reciprocal", "relu", "remainder",
-    "repeat", "reshape", "roll", "round", "scatter_add", "sigmoid", "sign", "sin", "sinh",
-    "slogdet", "softmax", "softmax_cross_entropy", "softplus", "solve", "sort", "split", "sqrt", "unbind",
+    "repeat", "reshape", "roll", "round", "sigmoid", "sign", "sin", "sinh",
+    "slogdet", "softmax", "softplus", "solve", "sort", "split", "sqrt", "unbind",
     "square", "squeeze", "stack", "std", "subtract", "sum", "swapaxes", "take",
-    "take_along_axis", "tan", "tanh", "tanh_backward", "tensordot", "tile", "trace",
+    "take_along_axis", "tan", "tanh", "tensordot", "tile", "trace",
     "transpose", "tril", "triu", "true_divide", "var", "vdot", "vstack", "where", "zeros_like",
 ]
+__all__ += numpy_math.__all__
+__all__ += numpy_arrays.__all__
+__all__ += numpy_stats.__all__

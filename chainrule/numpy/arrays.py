@@ -32,7 +32,7 @@ from chainrule.ops.elementwise import astype as _astype
 from chainrule.ops.elementwise import conj, not_equal, where
 from chainrule.ops.elementwise import copy as _copy
 from chainrule.ops.linalg import matmul
-from chainrule.ops.linalg import matrix_transpose as matrix_transpose  # (one implementation, listed in NAMES)
+from chainrule.ops.linalg import matrix_transpose as matrix_transpose  # (one implementation, listed in __all__)
 from chainrule.ops.reduction import cumprod, cumsum
 from chainrule.ops.shape import (
     broadcast_to,
@@ -1629,20 +1629,18 @@ def setxor1d(ar1: Any, ar2: Any, assume_unique: bool = False) -> Any:
     return _set_values((ar1, ar2), _first_positions(vals, pool))
 
 
-NAMES: tuple = (
-    "intersect1d", "setdiff1d", "union1d", "setxor1d",
-    "append", "insert", "delete", "atleast_3d", "column_stack", "row_stack", "dstack", "hsplit", "vsplit",
-    "dsplit", "unstack", "block", "broadcast_arrays", "meshgrid", "choose", "select", "compress", "extract",
-    "piecewise", "apply_along_axis", "apply_over_axes", "diag", "diagflat", "diff", "ediff1d", "gradient",
-    "kron", "cross", "fliplr", "flipud", "rot90", "rollaxis", "resize", "trim_zeros", "vander",
-    "matrix_transpose", "matvec", "vecmat", "cumulative_sum", "cumulative_prod", "partition", "unique",
-    "unique_values", "unique_counts", "unique_inverse", "unique_all", "put", "put_along_axis", "putmask",
-    "place", "fill_diagonal", "copyto", "argwhere", "flatnonzero", "argpartition", "lexsort",
-    "searchsorted", "digitize", "diag_indices_from", "tril_indices_from", "triu_indices_from",
-    "mask_indices", "ravel_multi_index", "unravel_index", "indices", "ix_", "tri", "shape", "ndim", "size",
-    "may_share_memory", "shares_memory", "full", "full_like",
-)
-_DISPATCHED = NAMES + ("copy", "astype")
+__all__ = ["intersect1d", "setdiff1d", "union1d", "setxor1d", "append", "insert", "delete", "atleast_3d",
+           "column_stack", "row_stack", "dstack", "hsplit", "vsplit", "dsplit", "unstack", "block",
+           "broadcast_arrays", "meshgrid", "choose", "select", "compress", "extract", "piecewise",
+           "apply_along_axis", "apply_over_axes", "diag", "diagflat", "diff", "ediff1d", "gradient", "kron",
+           "cross", "fliplr", "flipud", "rot90", "rollaxis", "resize", "trim_zeros", "vander", "matrix_transpose",
+           "matvec", "vecmat", "cumulative_sum", "cumulative_prod", "partition", "unique", "unique_values",
+           "unique_counts", "unique_inverse", "unique_all", "put", "put_along_axis", "putmask", "place",
+           "fill_diagonal", "copyto", "argwhere", "flatnonzero", "argpartition", "lexsort", "searchsorted",
+           "digitize", "diag_indices_from", "tril_indices_from", "triu_indices_from", "mask_indices",
+           "ravel_multi_index", "unravel_index", "indices", "ix_", "tri", "shape", "ndim", "size",
+           "may_share_memory", "shares_memory", "full", "full_like"]
+_DISPATCHED = (*__all__, "copy", "astype")
 NUMPY: dict = {getattr(np, name): globals()[name] for name in _DISPATCHED
                if hasattr(np, name) and name not in ("indices", "tri", "mask_indices", "row_stack", "full")}
 # (np.row_stack is a plain wrapper of np.vstack: it does not dispatch)

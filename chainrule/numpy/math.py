@@ -55,7 +55,7 @@ from chainrule.ops.elementwise import (
     where,
     zeros_like,
 )
-from chainrule.ops.elementwise import sinc as sinc  # (listed in NAMES: cr.sinc, np.sinc dispatch)
+from chainrule.ops.elementwise import sinc as sinc  # (listed in __all__: cr.sinc, np.sinc dispatch)
 from chainrule.ops.linalg import matmul, solve
 from chainrule.ops.reduction import argsort, cumsum, sum
 from chainrule.ops.shape import (
@@ -750,9 +750,12 @@ bartlett, blackman, hamming, hanning, kaiser = (
     _window(getattr(np, name), name) for name in ("bartlett", "blackman", "hamming", "hanning", "kaiser"))
 
 
-NAMES: tuple = (
-    "copysign", "deg2rad", "degrees", "rad2deg", "radians", "fix", "trunc", "float_power", "fmod", "heaviside",
-    "i0", "ldexp", "logaddexp2", "modf", "nan_to_num", "positive", "real_if_close", "sinc", "spacing", "unwrap",
-    "polyval", "polyadd", "polysub", "polymul", "polyder", "polyint", "polydiv", "polyfit", "roots", "poly",
-    "sort_complex", "frexp", "nextafter") + _PLAIN + ("bartlett", "blackman", "hamming", "hanning", "kaiser")
-NUMPY: dict = {getattr(np, name): globals()[name] for name in NAMES}
+__all__ = ["copysign", "deg2rad", "degrees", "rad2deg", "radians", "fix", "trunc", "float_power", "fmod",
+           "heaviside", "i0", "ldexp", "logaddexp2", "modf", "nan_to_num", "positive", "real_if_close", "sinc",
+           "spacing", "unwrap", "polyval", "polyadd", "polysub", "polymul", "polyder", "polyint", "polydiv",
+           "polyfit", "roots", "poly", "sort_complex", "frexp", "nextafter", "signbit", "isneginf", "isposinf",
+           "iscomplex", "isreal", "iscomplexobj", "isrealobj", "isclose", "allclose", "array_equal", "array_equiv",
+           "gcd", "lcm", "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "invert", "bitwise_count",
+           "left_shift", "right_shift", "bitwise_left_shift", "bitwise_right_shift", "logical_xor", "count_nonzero",
+           "all", "any", "bartlett", "blackman", "hamming", "hanning", "kaiser"]
+NUMPY: dict = {getattr(np, name): globals()[name] for name in __all__}

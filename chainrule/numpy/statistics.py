@@ -1303,8 +1303,8 @@ def geomspace(start: Any, stop: Any, num: int = 50, endpoint: bool = True, dtype
     return result if dtype is None else astype(result, dtype)
 
 
-NAMES: tuple = ("median", "percentile", "quantile", "ptp", "nansum", "nanmean", "nanvar", "nanstd", "nanprod",
-                "nanmax", "nanmin", "nanmedian", "nanpercentile", "nanquantile", "nancumsum", "nancumprod",
-                "nanargmax", "nanargmin", "cov", "corrcoef", "convolve", "correlate", "interp", "trapezoid",
-                "histogram", "histogram_bin_edges", "bincount", "linspace", "logspace", "geomspace")
-NUMPY: dict = {getattr(np, name): globals()[name] for name in NAMES}
+__all__ = ["median", "percentile", "quantile", "ptp", "nansum", "nanmean", "nanvar", "nanstd", "nanprod", "nanmax",
+           "nanmin", "nanmedian", "nanpercentile", "nanquantile", "nancumsum", "nancumprod", "nanargmax",
+           "nanargmin", "cov", "corrcoef", "convolve", "correlate", "interp", "trapezoid", "histogram",
+           "histogram_bin_edges", "bincount", "linspace", "logspace", "geomspace"]
+NUMPY: dict = {getattr(np, name): globals()[name] for name in __all__}
