@@ -72,6 +72,19 @@ from chainrule.func.transforms import (
 # so that type checkers and `from chainrule import *` see the same names as the package)
 from chainrule.numpy import *  # noqa: F403
 from chainrule.numpy.creation import arange, empty, eye, ones, zeros
+
+# each chapter again, as type checkers read only a literal __all__ (tests/test_public_api.py checks that
+# these are chainrule.numpy.CHAPTERS)
+from chainrule.numpy.creation_more import *  # noqa: F403
+from chainrule.numpy.functional import *  # noqa: F403
+from chainrule.numpy.indexing import *  # noqa: F403
+from chainrule.numpy.manipulation import *  # noqa: F403
+from chainrule.numpy.math import *  # noqa: F403
+from chainrule.numpy.math_more import *  # noqa: F403
+from chainrule.numpy.order_statistics import *  # noqa: F403
+from chainrule.numpy.setops import *  # noqa: F403
+from chainrule.numpy.sorting import *  # noqa: F403
+from chainrule.numpy.statistics import *  # noqa: F403
 from chainrule.programs import distributions, estimators
 from chainrule.programs.implicit import ConvergenceError, fixed_point, root_solve
 from chainrule.scipy import integrate, special, stats

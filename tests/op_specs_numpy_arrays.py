@@ -1,5 +1,6 @@
-"""Op-table rows of chainrule/numpy/arrays.py: one per differentiable function (all composites:
-``name`` is the primitive each mainly runs on, ``id`` the function), real and complex."""
+"""Op-table rows of the array chapters of chainrule/numpy (manipulation, indexing, functional, sorting,
+setops, creation_more, math_more): one per differentiable function (all composites: ``name`` is the
+primitive each mainly runs on, ``id`` the function), real and complex."""
 from __future__ import annotations
 
 import warnings

@@ -1,6 +1,7 @@
-"""Op-table rows of chainrule/numpy/statistics.py: its one primitive (``correlate``, under convolve and
-correlate) and its composites, each row named after the primitive it mainly runs on, with ``id=``
-naming the function."""
+"""Op-table rows of chainrule/numpy/statistics.py, order_statistics.py, math_more.py (convolve, correlate,
+interp, trapezoid) and creation_more.py (the spaced grids): the ``correlate`` primitive
+(chainrule/ops/signal.py, under convolve and correlate) and the composites, each row named after the
+primitive it mainly runs on, with ``id=`` naming the function."""
 from __future__ import annotations
 
 import numpy as np

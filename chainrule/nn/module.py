@@ -12,6 +12,8 @@ from chainrule.core.grad_mode import STATE
 from chainrule.core.tensor import Tensor
 from chainrule.numpy import raw
 
+__all__ = ["Module", "Parameter", "RemovableHandle", "IncompatibleKeys", "zero_grads"]
+
 
 class Parameter(Tensor):
     """A leaf tensor that a ``Module`` registers as trainable (``requires_grad=True`` by default).

@@ -25,12 +25,17 @@ from chainrule.core.graph import rebase
 from chainrule.core.tensor import Tensor, graph_role
 from chainrule.numpy import (
     _methods,
+    creation_more,
     fft,
+    functional,
+    indexing,
     linalg,
     linalg_more,
-)
-from chainrule.numpy import (
-    arrays as numpy_arrays,
+    manipulation,
+    math_more,
+    order_statistics,
+    setops,
+    sorting,
 )
 from chainrule.numpy import (
     math as numpy_math,
@@ -42,8 +47,15 @@ from chainrule.numpy._methods import _operand, _write_batched
 from chainrule.numpy._methods import after_write as after_write  # (these three: for cr.Function.mark_dirty)
 from chainrule.numpy._methods import check_in_place as check_in_place
 from chainrule.numpy._methods import fresh as fresh
-from chainrule.numpy.arrays import *  # noqa: F403  (each chapter's __all__, NumPy's names)
+from chainrule.numpy.creation_more import *  # noqa: F403  (each chapter's __all__, NumPy's names)
+from chainrule.numpy.functional import *  # noqa: F403
+from chainrule.numpy.indexing import *  # noqa: F403
+from chainrule.numpy.manipulation import *  # noqa: F403
 from chainrule.numpy.math import *  # noqa: F403
+from chainrule.numpy.math_more import *  # noqa: F403
+from chainrule.numpy.order_statistics import *  # noqa: F403
+from chainrule.numpy.setops import *  # noqa: F403
+from chainrule.numpy.sorting import *  # noqa: F403
 from chainrule.numpy.spectral_functions import norm
 from chainrule.numpy.statistics import *  # noqa: F403
 from chainrule.ops import special
@@ -272,8 +284,10 @@ _REDUCERS = {np.add: (sum, cumsum), np.multiply: (prod, cumprod),
              np.minimum: (amin, lambda x, axis: _running_extreme(x, axis, False))}
 
 
-# the rest of NumPy's namespace (and scipy.special's ufuncs): each chapter lists its functions in __all__
-for _module in (numpy_math, numpy_arrays, numpy_stats):
+# NumPy's chapters: each lists its functions in __all__ and their NumPy namesakes in NUMPY (dispatch)
+CHAPTERS = (numpy_math, math_more, manipulation, indexing, functional, sorting, setops, creation_more,
+            order_statistics, numpy_stats)
+for _module in CHAPTERS:
     _FUNCTIONS.update({f: fn for f, fn in _module.NUMPY.items() if not isinstance(f, np.ufunc)})
     _UFUNCS.update({f: fn for f, fn in _module.NUMPY.items() if isinstance(f, np.ufunc)})
 _UFUNCS.update(special.NUMPY)
@@ -758,7 +772,6 @@ _METHODS = {"reduce": _reduce_method, "accumulate": _accumulate_method, "reducea
             "outer": _outer_method, "at": _at_method}
 
 
-_methods.attach(dispatch_ufunc, dispatch_function)
 
 # The op surface: NumPy's names (plus the fused ops); the extension API is in chainrule.extend.
 __all__ = [
@@ -781,6 +794,7 @@ __all__ = [
     "take_along_axis", "tan", "tanh", "tensordot", "tile", "trace",
     "transpose", "tril", "triu", "true_divide", "var", "vdot", "vstack", "where", "zeros_like",
 ]
-__all__ += numpy_math.__all__
-__all__ += numpy_arrays.__all__
-__all__ += numpy_stats.__all__
+for _module in CHAPTERS:
+    __all__ += _module.__all__
+
+_methods.attach(dispatch_ufunc, dispatch_function, {name: globals()[name] for name in __all__})

@@ -20,20 +20,16 @@ from chainrule.ops import reduction as R
 from chainrule.ops import shape as S
 from chainrule.ops.nn import log_softmax, softmax
 
+# the methods that are not ndarray's (those come from NumPy's namespace: see attach), and the operators
 _METHODS = {
-    "sum": R.sum, "mean": R.mean, "prod": R.prod, "max": R.max, "min": R.min, "amax": R.amax,
-    "amin": R.amin, "var": R.var, "std": R.std, "cumsum": R.cumsum, "cumprod": R.cumprod,
-    "argmax": R.argmax, "argmin": R.argmin, "argsort": R.argsort, "logsumexp": R.logsumexp,
+    "amax": R.amax, "amin": R.amin, "logsumexp": R.logsumexp,
     "exp": E.exp, "log": E.log, "tanh": E.tanh, "sigmoid": E.sigmoid, "relu": E.relu, "sqrt": E.sqrt,
-    "abs": E.abs, "clip": E.clip, "round": E.round, "floor": E.floor, "ceil": E.ceil, "sign": E.sign,
+    "abs": E.abs, "floor": E.floor, "ceil": E.ceil, "sign": E.sign,
     "square": E.square, "sin": E.sin, "cos": E.cos, "exp2": E.exp2, "log1p": E.log1p,
-    "expm1": E.expm1, "reciprocal": E.reciprocal, "copy": E.copy, "clone": E.copy,
-    "astype": E.astype, "swapaxes": S.swapaxes, "moveaxis": S.moveaxis, "squeeze": S.squeeze,
-    "expand_dims": S.expand_dims, "ravel": S.ravel, "flatten": S.flatten, "flip": S.flip,
-    "roll": S.roll, "repeat": S.repeat, "take": S.take, "trace": R.trace, "diagonal": S.diagonal,
-    "broadcast_to": S.broadcast_to, "unbind": S.unbind, "conj": E.conj, "conjugate": E.conj,
-    "angle": E.angle, "tile": S.tile, "sort": R.sort, "dot": L.dot,
-    "matmul": L.matmul, "norm": Sp.norm, "softmax": softmax, "log_softmax": log_softmax,
+    "expm1": E.expm1, "reciprocal": E.reciprocal, "clone": E.copy, "moveaxis": S.moveaxis,
+    "expand_dims": S.expand_dims, "flip": S.flip, "roll": S.roll, "broadcast_to": S.broadcast_to,
+    "unbind": S.unbind, "angle": E.angle, "tile": S.tile, "matmul": L.matmul, "norm": Sp.norm,
+    "softmax": softmax, "log_softmax": log_softmax,
     "__add__": E.add, "__sub__": E.subtract, "__mul__": E.multiply, "__truediv__": E.divide,
     "__floordiv__": E.floor_divide, "__mod__": E.mod, "__divmod__": E.divmod, "__pow__": E.power,
     "__matmul__": L.matmul, "__neg__": E.negative, "__abs__": E.abs, "__getitem__": S.getitem,
@@ -41,6 +37,17 @@ _METHODS = {
     "__eq__": E.equal, "__ne__": E.not_equal, "__invert__": E.logical_not,
     "__and__": E.logical_and, "__or__": E.logical_or,
 }
+# ndarray methods that are not Tensor methods of the same function: NumPy runs them in place, or their first
+# argument is not the array (a.compress(condition) is np.compress(condition, a)); reshape and transpose take
+# ndarray's *shape and *axes forms (below)
+_NOT_METHODS = frozenset({"partition", "put", "resize", "compress", "reshape", "transpose"})
+
+
+def numpy_methods(namespace: dict) -> dict:
+    """``{name: function}`` for ndarray's methods that NumPy's namespace (``namespace``) has as functions:
+    ``t.sum()`` is ``cr.sum(t)``, ``t.any()`` is ``cr.any(t)``."""
+    return {name: namespace[name] for name in dir(np.ndarray) if not name.startswith("_")
+            and name not in _NOT_METHODS and callable(getattr(np.ndarray, name)) and callable(namespace.get(name))}
 _REFLECTED = {"__radd__": E.add, "__rsub__": E.subtract, "__rmul__": E.multiply,
               "__rtruediv__": E.divide, "__rfloordiv__": E.floor_divide, "__rmod__": E.mod,
               "__rdivmod__": E.divmod, "__rpow__": E.power, "__rmatmul__": L.matmul}
@@ -212,9 +219,9 @@ def _transpose(self: Tensor, *axes: Any) -> Tensor:
     return S.transpose(self, axes or None)
 
 
-def attach(dispatch_ufunc: Any, dispatch_function: Any) -> None:
-    """Give ``Tensor`` its op methods, operators and NumPy dispatch."""
-    for name, fn in _METHODS.items():
+def attach(dispatch_ufunc: Any, dispatch_function: Any, namespace: dict) -> None:
+    """Give ``Tensor`` its op methods (ndarray's from NumPy's ``namespace``), operators and NumPy dispatch."""
+    for name, fn in {**numpy_methods(namespace), **_METHODS}.items():
         setattr(Tensor, name, fn)
     for name, fn in _REFLECTED.items():
         setattr(Tensor, name, _reflected(fn))

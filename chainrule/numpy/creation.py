@@ -35,7 +35,7 @@ def empty(shape: Any, dtype: Any = None, *, requires_grad: bool = False) -> Tens
 
 
 def full(shape: Any, fill_value: float, dtype: Any = None, *, requires_grad: bool = False) -> Tensor:
-    """Tensor filled with a constant ``fill_value`` (``cr.full`` is ``ops.numpy_arrays.full``: this,
+    """Tensor filled with a constant ``fill_value`` (``cr.full`` is ``numpy.creation_more.full``: this,
     and differentiable in a fill value that is a tensor in a graph)."""
     data = np.full(shape, fill_value, dtype=dtype)
     if dtype is None and isinstance(fill_value, float):

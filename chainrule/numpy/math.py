@@ -16,7 +16,9 @@ Conventions (PyTorch's where it has the function):
   least-squares solution, full column rank assumed); ``roots`` and ``poly`` of a matrix run on the
   ``eigvals`` primitive (distinct roots assumed), and return real arrays where NumPy does.
 
-Functions of plain arrays (no Tensor) return NumPy's own results.
+Functions of plain arrays (no Tensor) return NumPy's own results. The primitives under copysign,
+trunc/fix, modf, fmod, heaviside, spacing, nextafter and ldexp/frexp are in ``chainrule.ops.elementwise``;
+``i0`` is a composite of ``cr.special.i0`` with NumPy's dtypes.
 """
 from __future__ import annotations
 
@@ -25,16 +27,22 @@ import inspect
 import math
 from typing import Any, Callable
 
-import scipy.special
-
 from chainrule.core._backend import ndarray, np
 from chainrule.core._dtypes import LOW_PRECISION, get_default_dtype
-from chainrule.core._registry import PRIMITIVES, apply, constant_arg, defprim, no_out, passthrough, raw
+from chainrule.core._registry import PRIMITIVES, apply, constant_arg, no_out, raw
 from chainrule.core.batched import is_batched
 from chainrule.core.errors import ShapeError, VmapError
 from chainrule.core.tensor import Tensor, tensor
 from chainrule.core.tensor import wrap as _wrap
 from chainrule.ops.elementwise import (
+    COPYSIGN,
+    FMOD,
+    HEAVISIDE,
+    LDEXP,
+    MODF,
+    NEXTAFTER,
+    SPACING,
+    TRUNC,
     abs,
     astype,
     conj,
@@ -50,10 +58,8 @@ from chainrule.ops.elementwise import (
     mod,
     multiply,
     power,
-    sign,
     sqrt,
     where,
-    zeros_like,
 )
 from chainrule.ops.elementwise import sinc as sinc  # (listed in __all__: cr.sinc, np.sinc dispatch)
 from chainrule.ops.linalg import matmul, solve
@@ -70,13 +76,10 @@ from chainrule.ops.shape import (
     transpose,
     view_as_complex,
 )
+from chainrule.ops.special import i0 as special_i0
 
 _PI = math.pi
 _LOG2E = 1.0 / math.log(2.0)          # NumPy's NPY_LOG2E, 1.4426950408889634
-
-
-def _zero(g: Any, out: Any, *xs: Any, **params: Any) -> Any:
-    return zeros_like(g)
 
 
 def _has_tensor(args: Any) -> bool:
@@ -105,59 +108,6 @@ def _ufunc_fn(prim: Any, name: str, doc: str) -> Callable:
     fn.__name__ = fn.__qualname__ = name
     fn.__doc__ = doc
     return fn
-
-
-# ----- primitives -----
-def _sign_bit(y: Any) -> Any:
-    """-1 where y's sign bit is set, else 1 (a constant: copysign's y gets no gradient)."""
-    return np.where(np.signbit(raw(y)), -1, 1).astype(np.int8)
-
-
-# copysign(x, y) = |x| * (+-1 by y's sign bit): d/dx = sign(x) * (+-1), 0 at x == 0 (torch); y: 0
-COPYSIGN = defprim("copysign", np.copysign,
-                   rules=(lambda g, out, x, y: g * (sign(x) * _sign_bit(y)), _zero),
-                   saves="x y", needs={0: (0, 1), 1: ()}, decide=lambda x, y: np.sign(x))
-TRUNC = defprim("trunc", np.trunc, rules=(_zero,), kind="discrete")
-# modf's fractional part, x - trunc(x) with C's signs and infinities: gradient 1
-MODF = defprim("modf", lambda x: np.modf(x)[0], rules=(passthrough,))
-FMOD = defprim("fmod", np.fmod, rules=(passthrough, lambda g, out, x, y: -g * trunc(x / y)),
-               saves="x y", needs={1: (0, 1)}, decide=lambda x, y: np.trunc(np.divide(x, y)))
-# heaviside(x, y) is y where x == 0: linear in y there, constant elsewhere
-HEAVISIDE = defprim("heaviside", np.heaviside, rules=(_zero, lambda g, out, x, y: g * equal(x, 0)),
-                    saves="x", needs={0: (), 1: (0,)}, decide=lambda x, y: np.sign(x))
-SPACING = defprim("spacing", np.spacing, rules=(_zero,), kind="discrete")
-NEXTAFTER = defprim("nextafter", np.nextafter, rules=(passthrough, _zero))
-# ldexp(x, e) = x * 2**e, exactly: linear in x (its rule is ldexp itself), e an integer
-LDEXP = defprim("ldexp", np.ldexp, rules=(lambda g, out, x, y: apply(LDEXP, (g, y)), None),
-                saves="y", needs={0: (1,), 1: ()}, hint="The exponent must be an integer array.")
-
-
-
-
-def _in_float64(fn: Callable) -> Callable:
-    """Run a SciPy/NumPy special function on 16-bit floats in float64 (apply rounds the result back)."""
-    def forward(x: Any) -> Any:
-        x = np.asarray(x)
-        return fn(x.astype(np.float64) if x.dtype in LOW_PRECISION else x)
-    return forward
-
-
-def _di1(x: Any) -> Any:
-    # i1'(x) = i0(x) - i1(x) / x, with the limit 1/2 at x == 0
-    zero = raw(x) == 0
-    if not zero.any():
-        return i0(x) - _i1(x) / x
-    xs = where(zero, 1.0, x)
-    return where(zero, 0.5, i0(x) - _i1(xs) / xs)
-
-
-# the names say NumPy's: scipy.special's i0/i1 (cr.special) are free to have their own primitives
-I0 = defprim("numpy_i0", _in_float64(np.i0), rules=(lambda g, out, x: g * _i1(x),), saves="x")
-I1 = defprim("numpy_i1", _in_float64(scipy.special.i1), rules=(lambda g, out, x: g * _di1(x),), saves="x")
-
-
-def _i1(x: Any) -> Any:
-    return apply(I1, (x,))
 
 
 # ----- (a) differentiable functions -----
@@ -267,12 +217,24 @@ def _frexp_exponent(x: Any) -> Any:
 
 def i0(x: Any) -> Any:
     """The modified Bessel function of the first kind, order 0 (``numpy.i0``); its derivative is i1.
+    A composite: ``cr.special.i0`` of ``x`` with NumPy's dtypes (integers, booleans and Python
+    numbers in float64; floats, 16-bit ones included, in their own dtype).
 
     >>> import chainrule as cr
     >>> cr.i0(cr.tensor([0.0, 1.0], dtype=cr.float64)).data
     array([1.        , 1.26606588])
     """
-    return apply(I0, (x,))
+    tensor_in = isinstance(x, Tensor)
+    x = x if tensor_in else np.asarray(x)
+    dtype = _dtype(x)
+    if dtype.kind == "c":
+        raise TypeError("i0 not supported for complex values")
+    if dtype.kind not in "f" and dtype not in LOW_PRECISION:
+        x, dtype = astype(x, np.float64), np.dtype(np.float64)
+    y = special_i0(x)
+    if _dtype(y) != dtype:                          # (SciPy computes 16-bit floats in float64)
+        y = astype(y, dtype)
+    return y if tensor_in else np.asarray(y)
 
 
 def deg2rad(x: Any, out: Any = None) -> Any:
@@ -726,12 +688,13 @@ def _plain(npfn: Callable, name: str) -> Callable:
 
 _PLAIN = ("signbit", "isneginf", "isposinf", "iscomplex", "isreal", "iscomplexobj", "isrealobj", "isclose",
           "allclose", "array_equal", "array_equiv", "gcd", "lcm", "bitwise_and", "bitwise_or", "bitwise_xor",
-          "bitwise_not", "invert", "bitwise_count", "left_shift", "right_shift", "bitwise_left_shift",
-          "bitwise_right_shift", "logical_xor", "count_nonzero", "all", "any")
+          "invert", "bitwise_count", "bitwise_left_shift", "bitwise_right_shift", "logical_xor", "count_nonzero",
+          "all", "any")
 (signbit, isneginf, isposinf, iscomplex, isreal, iscomplexobj, isrealobj, isclose, allclose, array_equal,
- array_equiv, gcd, lcm, bitwise_and, bitwise_or, bitwise_xor, bitwise_not, invert, bitwise_count, left_shift,
- right_shift, bitwise_left_shift, bitwise_right_shift, logical_xor, count_nonzero, all, any) = (
+ array_equiv, gcd, lcm, bitwise_and, bitwise_or, bitwise_xor, invert, bitwise_count, bitwise_left_shift,
+ bitwise_right_shift, logical_xor, count_nonzero, all, any) = (
     _plain(getattr(np, name), name) for name in _PLAIN)
+bitwise_not, left_shift, right_shift = invert, bitwise_left_shift, bitwise_right_shift    # NumPy's aliases too
 
 
 # ----- window functions: constants of the default dtype -----

@@ -1,4 +1,5 @@
-"""Functions of the singular values and of the whole spectrum: ``pinv`` (a primitive), ``lstsq``,
+"""Functions of the singular values and of the whole spectrum: ``pinv`` (on the ``pinv`` primitive of
+``chainrule.ops.spectral``), ``lstsq``,
 ``matrix_rank``, the norms (``norm``, ``matrix_norm``, ``vector_norm``: NumPy's ``np.linalg.norm``
 semantics, every ord) and ``cond``, built on ``spectral``'s svd/svdvals.
 
@@ -12,53 +13,17 @@ from typing import Any
 
 from chainrule.core._backend import np
 from chainrule.core._dtypes import LOW_PRECISION, accumulate
-from chainrule.core._registry import apply, defprim, raw
+from chainrule.core._registry import apply, raw
 from chainrule.core.batched import batched_like, whole_batch
 from chainrule.core.errors import ShapeError, VmapError
 from chainrule.core.tensor import Tensor
 from chainrule.core.tensor import wrap as _wrap
-from chainrule.ops._batching import batch_unary, set_batch
 from chainrule.ops._degenerate import _eps
 from chainrule.ops.elementwise import _abs2, _zero_at_zero, abs, astype, conj, sqrt, where
 from chainrule.ops.linalg import _per_batch, inv, matmul
 from chainrule.ops.reduction import amax, amin, sum
 from chainrule.ops.shape import expand_dims, moveaxis, ravel, real, reshape, squeeze
-from chainrule.ops.spectral import (
-    _as_dtype,
-    _floating,
-    _herm,
-    _matrices,
-    _mH,
-    _NoValue,
-    _square,
-    _svd_flops,
-    svdvals,
-)
-
-
-def _pinv_vjp(g: Any, out: Any, a: Any, rcond: Any, hermitian: bool) -> Any:
-    # G = -X^H g X^H + (I - A X) g^H X X^H + X^H X g^H (I - X A), the adjoint of the JVP below
-    xh, gh = _mH(out), _mH(g)
-    h = matmul(gh, matmul(out, xh))
-    q = matmul(xh, matmul(out, gh))
-    ga = -matmul(matmul(xh, g), xh) + h - matmul(a, matmul(out, h)) + q - matmul(matmul(q, out), a)
-    return _herm(ga) if hermitian else ga
-
-
-def _pinv_jvp(t: Any, out: Any, a: Any, rcond: Any, hermitian: bool) -> Any:
-    # Golub & Pereyra (1973): dX = -X dA X + X X^H dA^H (I - A X) + (I - X A) dA^H X^H X
-    if hermitian:
-        t = _herm(t)
-    xh, th = _mH(out), _mH(t)
-    r = matmul(matmul(out, xh), th)
-    q = matmul(th, matmul(xh, out))
-    return -matmul(matmul(out, t), out) + r - matmul(matmul(r, a), out) + q - matmul(out, matmul(a, q))
-
-
-PINV = defprim("pinv", lambda a, rcond, hermitian: np.linalg.pinv(a, rcond=rcond, hermitian=hermitian),
-               vjps=(_pinv_vjp,), jvps=(_pinv_jvp,), saves="x out", flops=lambda out, a, **p: _svd_flops(out, a),
-               kind="matmul", autocast="float32", complex="own", hint="pinv expects matrices (..., m, n).")
-set_batch(PINV, batch_unary)
+from chainrule.ops.spectral import PINV, _as_dtype, _floating, _matrices, _NoValue, _square, svdvals
 
 
 def pinv(a: Any, rcond: Any = None, hermitian: bool = False, *, rtol: Any = _NoValue) -> Any:

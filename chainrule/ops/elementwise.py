@@ -544,3 +544,28 @@ def fmin(x: Any, y: Any) -> Any:
     """Elementwise minimum ignoring NaNs, as ``numpy.fmin`` (composite of minimum)."""
     return where(isnan(y), x, where(isnan(x), y, minimum(x, y)))
 
+
+
+# ----- NumPy's rounding and floating-point primitives (their NumPy-named functions: numpy/math.py) -----
+def _sign_bit(y: Any) -> Any:
+    """-1 where y's sign bit is set, else 1 (a constant: copysign's y gets no gradient)."""
+    return np.where(np.signbit(raw(y)), -1, 1).astype(np.int8)
+
+
+# copysign(x, y) = |x| * (+-1 by y's sign bit): d/dx = sign(x) * (+-1), 0 at x == 0 (torch); y: 0
+COPYSIGN = defprim("copysign", np.copysign,
+                   rules=(lambda g, out, x, y: g * (sign(x) * _sign_bit(y)), _zero),
+                   saves="x y", needs={0: (0, 1), 1: ()}, decide=lambda x, y: np.sign(x))
+TRUNC = defprim("trunc", np.trunc, rules=(_zero,), kind="discrete")
+# modf's fractional part, x - trunc(x) with C's signs and infinities: gradient 1
+MODF = defprim("modf", lambda x: np.modf(x)[0], rules=(passthrough,))
+FMOD = defprim("fmod", np.fmod, rules=(passthrough, lambda g, out, x, y: -g * apply(TRUNC, (x / y,))),
+               saves="x y", needs={1: (0, 1)}, decide=lambda x, y: np.trunc(np.divide(x, y)))
+# heaviside(x, y) is y where x == 0: linear in y there, constant elsewhere
+HEAVISIDE = defprim("heaviside", np.heaviside, rules=(_zero, lambda g, out, x, y: g * equal(x, 0)),
+                    saves="x", needs={0: (), 1: (0,)}, decide=lambda x, y: np.sign(x))
+SPACING = defprim("spacing", np.spacing, rules=(_zero,), kind="discrete")
+NEXTAFTER = defprim("nextafter", np.nextafter, rules=(passthrough, _zero))
+# ldexp(x, e) = x * 2**e, exactly: linear in x (its rule is ldexp itself), e an integer
+LDEXP = defprim("ldexp", np.ldexp, rules=(lambda g, out, x, y: apply(LDEXP, (g, y)), None),
+                saves="y", needs={0: (1,), 1: ()}, hint="The exponent must be an integer array.")

@@ -395,9 +395,7 @@ def transpose(x: Any, axes: Any = None) -> Any:
                     lambda b: transpose(b, axes), lambda b, v: transpose(v, inverse))
 
 
-def permute_dims(x: Any, axes: Any = None) -> Any:
-    """Alias of ``transpose`` (array-API name)."""
-    return transpose(x, axes)
+permute_dims = transpose      # the array API's name (np.permute_dims is np.transpose)
 
 
 def moveaxis(x: Any, source: Any, destination: Any) -> Any:

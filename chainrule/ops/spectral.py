@@ -1,6 +1,7 @@
-"""Spectral linear algebra: the primitives ``eigh``, ``eigvalsh``, ``svd``, ``svdvals`` (``pinv`` and the
-composites ``lstsq``, ``cond``, ``matrix_rank``, the norms are in ``spectral_functions``; the clusters
-of equal values and the checks that refuse there, in ``_degenerate``).
+"""Spectral linear algebra: the primitives ``eigh``, ``eigvalsh``, ``svd``, ``svdvals`` and ``pinv`` (the
+NumPy-named ``pinv`` with its cutoffs and the composites ``lstsq``, ``cond``, ``matrix_rank``, the norms
+are in ``numpy/spectral_functions``; the clusters of equal values and the checks that refuse there,
+in ``_degenerate``).
 
 NumPy's names, arguments and results (``EighResult(eigenvalues, eigenvectors)``,
 ``SVDResult(U, S, Vh)``); batched over leading axes; real and complex; both modes, any order (the
@@ -17,8 +18,8 @@ so the factors share one node, one forward and one rule; a loss of the eigenvalu
 the rule with an exactly zero cotangent on the vector block, which the rule detects (eigenvalue-only
 losses then never divide by eigenvalue gaps). ``eigvalsh`` and ``svdvals`` are primitives of their
 own (no vectors computed forward; their rules recompute them, and their VJPs are the primitives
-``eigvalsh_vjp``/``svdvals_vjp`` of [A; g], so that they are differentiable again). ``pinv`` (in
-``spectral_functions``) is a primitive too, with the Golub-Pereyra (1973) formula, which needs no
+``eigvalsh_vjp``/``svdvals_vjp`` of [A; g], so that they are differentiable again). ``pinv`` is a
+primitive too, with the Golub-Pereyra (1973) formula, which needs no
 singular vectors: it is exact at repeated singular values (orthogonal matrices).
 
 Rules (written from the formulas: Giles 2008, "An extended collection of matrix derivative results
@@ -852,3 +853,29 @@ def svdvals(a: Any) -> Any:
 
 for _prim in (EIGH, EIGVALSH, EIGVALSH_VJP, SVD, SVDVALS, SVDVALS_VJP):
     set_batch(_prim, batch_unary)
+
+
+# ----- pinv (its NumPy-named function, with the rcond/rtol cutoffs: numpy/spectral_functions.py) -----
+def _pinv_vjp(g: Any, out: Any, a: Any, rcond: Any, hermitian: bool) -> Any:
+    # G = -X^H g X^H + (I - A X) g^H X X^H + X^H X g^H (I - X A), the adjoint of the JVP below
+    xh, gh = _mH(out), _mH(g)
+    h = matmul(gh, matmul(out, xh))
+    q = matmul(xh, matmul(out, gh))
+    ga = -matmul(matmul(xh, g), xh) + h - matmul(a, matmul(out, h)) + q - matmul(matmul(q, out), a)
+    return _herm(ga) if hermitian else ga
+
+
+def _pinv_jvp(t: Any, out: Any, a: Any, rcond: Any, hermitian: bool) -> Any:
+    # Golub & Pereyra (1973): dX = -X dA X + X X^H dA^H (I - A X) + (I - X A) dA^H X^H X
+    if hermitian:
+        t = _herm(t)
+    xh, th = _mH(out), _mH(t)
+    r = matmul(matmul(out, xh), th)
+    q = matmul(th, matmul(xh, out))
+    return -matmul(matmul(out, t), out) + r - matmul(matmul(r, a), out) + q - matmul(out, matmul(a, q))
+
+
+PINV = defprim("pinv", lambda a, rcond, hermitian: np.linalg.pinv(a, rcond=rcond, hermitian=hermitian),
+               vjps=(_pinv_vjp,), jvps=(_pinv_jvp,), saves="x out", flops=lambda out, a, **p: _svd_flops(out, a),
+               kind="matmul", autocast="float32", complex="own", hint="pinv expects matrices (..., m, n).")
+set_batch(PINV, batch_unary)

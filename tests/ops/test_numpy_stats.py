@@ -1,5 +1,7 @@
-"""chainrule/numpy/statistics.py against NumPy: values, dtypes and shapes for every argument form, the
-stated gradients at ties, NaNs and kinks, errors, and dispatch through ``np.<name>(tensor)``."""
+"""chainrule/numpy/statistics.py, order_statistics.py and the statistics-born functions of math_more.py
+(convolve, interp, trapezoid) and creation_more.py (linspace, ...) against NumPy: values, dtypes and
+shapes for every argument form, the stated gradients at ties, NaNs and kinks, errors, and dispatch
+through ``np.<name>(tensor)``."""
 import warnings
 
 import numpy as np
