@@ -103,8 +103,10 @@ class detect_anomaly:
     def remember(self, node: Any) -> None:
         remember_creation(node, self.watch)
 
-    def check(self, node: Any, grads: list) -> None:
+    def check(self, node: Any, grads: list) -> list:
+        """Raise if ``node``'s rule returned NaN/inf; return ``grads`` (the engine hands them on)."""
         check_backward(node, grads, self.watch)
+        return grads
 
 
 def remember_creation(node: Any, watch: _FPWatch) -> None:

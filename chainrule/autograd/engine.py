@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import gc
-import sys
 from heapq import heappop, heappush
 from typing import Any, Sequence
 
@@ -11,11 +10,11 @@ from chainrule.core._dtypes import is_floating as _is_float
 from chainrule.core.batched import BatchedTensor
 from chainrule.core.errors import DTypeError, GraphError, ShapeError, rule_error
 from chainrule.core.grad_mode import STATE
-from chainrule.core.graph import HOOKED_LEAVES, hooked_accumulators, run_post_acc_hooks, walk
+from chainrule.core.graph import hooked_producers, other_refs, run_post_acc_hooks, walk
 from chainrule.core.tensor import Tensor as _Tensor
 from chainrule.core.tensor import wrap as _wrap
-from chainrule.numpy import astype as _astype
-from chainrule.numpy import copy as _copy
+from chainrule.ops.elementwise import astype as _astype
+from chainrule.ops.elementwise import copy as _copy
 from chainrule.ops.reduction import sum_to
 
 
@@ -34,8 +33,8 @@ def queue_callback(fn: Any) -> None:
                          "backward)")
     if not callable(fn):
         raise TypeError(f"queue_callback: expected a callable, got {type(fn).__name__}")
-    d = STATE.__dict__             # per thread; the key exists only while callbacks are queued
-    queued = d.get("final_callbacks")
+    d = STATE.__dict__             # per thread; None until a callback is queued
+    queued = d["final_callbacks"]
     if queued is None:
         queued = d["final_callbacks"] = []
     queued.append(fn)
@@ -47,7 +46,7 @@ def _run_callbacks(d: dict) -> None:
     while i < len(queued):         # a callback may queue more: they run too, after it
         queued[i]()
         i += 1
-    del d["final_callbacks"]
+    d["final_callbacks"] = None
 
 
 def backward(outputs: Sequence[Any], grad_outputs: Sequence[Any] | None, retain_graph: bool | None,
@@ -172,22 +171,82 @@ def _roots(outputs: list, grad_outputs: Any, create_graph: bool, who: str) -> li
 
 def run(roots: list, retain_graph: bool, create_graph: bool, targets: dict | None,
         accumulate: bool, capture: dict | None = None) -> dict:
-    """Process every node that receives a gradient from ``roots`` once, in dependency order.
+    """Run each node that gets a gradient from ``roots`` once, newest first (reverse ``seq`` is topological).
+    ``targets``: edges returned (``accumulate`` False) or the only ones accumulated; ``capture``: returned."""
+    st, d = STATE, STATE.__dict__     # (non-rare fields: the hot path writes the dict directly)
+    tensor_mode = create_graph or bool(st.fw_levels) or bool(st.observers)
+    needed, root_nodes, capture, pending, heap, stored = _start(roots, targets, capture, accumulate, tensor_mode)
+    captured: dict = {}
+    grads = gi = hooks = nxt = None      # nxt: a node made pending by the last one, newer than the heap's
+    if d["hooked_leaves"] and accumulate and d["leaf_hooks"] is None:     # the outermost one owns them
+        hooks = d["leaf_hooks"] = _LeafHooks(roots, pending, needed, capture, create_graph, tensor_mode, stored)
+    watch, own_grads, saved = hooks or st.anomaly, hooks is not None or create_graph, _enter(d, create_graph)
+    try:
+        while True:
+            if nxt is not None:
+                node, nxt = nxt, None
+            elif heap:
+                node = heappop(heap)[1]
+            else:
+                break
+            g = pending.pop(node)
+            if needed is not None and node not in needed and _skipped(node, g, root_nodes, tensor_mode):
+                continue
+            if node.pre_hooks:
+                g = _run_hooks(node, g, tensor_mode)
+            if capture is not None and _capture(node, g, capture, captured) and node.is_accumulator:
+                continue                             # a captured leaf gives its gradient back
+            if node.is_accumulator:
+                if accumulate:
+                    if own_grads:                # a leaf's .grad must be its own (1: run's g)
+                        g = hooks.own(node, g, 1 + (gi is g) + _count(grads, g)) if hooks else _with_history(g)
+                    if (t := node.accumulate(g, create_graph, stored)) is not None:
+                        _post_accumulate(t, d["leaf_hooks"], hooks is None)
+                continue
+            if needed is not None and (node, 0) in targets and _target_end(node, needed):
+                continue
+            try:                                     # free when nothing is raised (3.11)
+                grads = node.vjp(g, tensor_mode)
+            except Exception as e:
+                _reraise(node, e)
+            if watch:                                # anomaly's checks; the hooked leaves it completes
+                grads = watch.check(node, grads)
+            for edge, gi in zip(node.edges, grads):
+                if edge is None or gi is None:
+                    continue
+                child = edge[0]
+                shape, dtype = (metas := child.metas)[edge[1]]
+                if tensor_mode or gi.shape != shape or gi.dtype is not dtype:   # _fit: exact test
+                    gi = _fit(gi, edge, node, tensor_mode)
+                if child not in pending:             # newly pending: next, or into the heap
+                    if nxt is None:
+                        nxt = child
+                    else:
+                        heappush(heap, (-child.seq, child))
+                    if len(metas) == 1:
+                        pending[child] = gi
+                        continue
+                elif len(metas) == 1:
+                    pending[child] = pending[child] + gi
+                    continue
+                _add(pending, edge, gi)
+            if nxt is not None and heap and heap[0][0] < -nxt.seq:   # the heap holds a newer node
+                nxt = heappush(heap, (-nxt.seq, nxt))           # (None)
+            if not retain_graph:
+                node.release()
+        if hooks is not None or d["final_callbacks"] is not None:
+            _finish(d, hooks)
+    finally:
+        _leave(d, saved, hooks)
+    return captured
 
-    Nodes are numbered as they are created, and a node is always created after the nodes of its
-    inputs, so reverse creation order is a topological order: the engine pops the pending node with
-    the highest number from a heap. No dependency-counting pass is needed, and nothing that does not
-    receive a gradient is visited.
 
-    ``targets`` maps edges to tensors whose gradient is wanted: with ``accumulate`` False their
-    cotangents are returned and nothing else is run past them; with True only they accumulate.
-    ``capture`` (default: ``targets`` when not accumulating) names the edges whose cotangents are
-    returned; a captured leaf gives its gradient back instead of accumulating it.
-    """
+def _start(roots: list, targets: dict | None, capture: dict | None, accumulate: bool, tensor_mode: bool) -> tuple:
+    """What ``run`` starts from: the ``needed`` nodes (None: all), the root nodes whose hooks run even
+    when not needed, ``capture`` (default: ``targets`` when not accumulating), the pending gradients,
+    the heap (newest first) and the ids of the arrays a leaf's ``.grad`` must not alias: the caller's."""
     if capture is None and not accumulate:
         capture = targets
-    st = STATE
-    tensor_mode = create_graph or bool(st.fw_levels) or bool(st.observers)
     needed = root_nodes = None
     if targets is not None:
         # a root leading to no target still runs its tensor hooks when it is the only root: PyTorch
@@ -201,153 +260,194 @@ def run(roots: list, retain_graph: bool, create_graph: bool, targets: dict | Non
         if edge[0] not in pending:
             heappush(heap, (-edge[0].seq, edge[0]))
         _add(pending, edge, g)
-    captured: dict = {}
-    stored = {id(g) for _, g in roots}      # arrays a leaf's .grad must not alias: the caller's
-    grads = gi = None
-    anomaly = st.anomaly
-    d = st.__dict__                   # (non-rare fields: the hot path writes the dict directly)
-    # With hooked leaves about, the outermost accumulating backward orders them (_order_hooked) and
-    # owns ``deferred``: a backward inside it (a checkpoint's) accumulates without running hooks
-    # and leaves the leaves there, for the outer one to run once their gradient is complete.
-    # (Without any, no leaf has hooks and neither name below is read.)
-    early = None
-    if HOOKED_LEAVES:
-        deferred = d.get("deferred_hooks")
-        nested = deferred is not None
-        if accumulate and not nested:
-            early = _order_hooked(roots)
-            deferred = d["deferred_hooks"] = {}
-    own_grads = early is not None or create_graph
-    prev_grad, prev_in_bw = d["grad_enabled"], d["in_backward"]
-    d["grad_enabled"], d["in_backward"] = create_graph, True
-    # A backward allocates many short-lived objects that refcounting frees; the cyclic collector
-    # scanning them costs ~8% of a small-op backward, so it waits until the pass is over.
-    collect = gc.isenabled()
+    return needed, root_nodes, capture, pending, heap, {id(g) for _, g in roots}
+
+
+def _skipped(node: Any, g: Any, root_nodes: Any, tensor_mode: bool) -> bool:
+    """A node that leads to no target is not run, nor are its hooks, but for a root's (PyTorch)."""
+    if node.pre_hooks and node in root_nodes:
+        _run_hooks(node, g, tensor_mode)
+    return True
+
+
+def _target_end(node: Any, needed: set) -> bool:
+    """Whether a target node (output 0) has no target behind it: it need not run."""
+    return len(node.metas) == 1 and not _upstream_target(node, needed)
+
+
+def _reraise(node: Any, e: Exception) -> None:
+    """Raise the error of ``node``'s backward, named after its op (a cr.Function's: the user's own)."""
+    if not hasattr(node, "prim"):
+        raise                                    # (called while ``e`` is being handled)
+    raise rule_error(e, f"backward of '{node.prim.name}'") from e
+
+
+def _finish(d: dict, hooks: Any) -> None:
+    """The pass is over: the hooks still deferred, then the final callbacks."""
+    if hooks is not None:
+        hooks.finish()
+    if d["final_callbacks"] is not None:
+        _run_callbacks(d)
+
+
+def _enter(d: dict, create_graph: bool) -> tuple:
+    """Put this thread's state into a backward's; return what ``_leave`` restores. A backward inside
+    a backward has its own queue of final callbacks. A backward allocates many short-lived objects
+    that refcounting frees; the cyclic collector scanning them costs ~8% of a small-op backward, so
+    it waits until the pass is over."""
+    saved = d["grad_enabled"], d["in_backward"], d["final_callbacks"], gc.isenabled()
+    d["grad_enabled"], d["in_backward"], d["final_callbacks"] = create_graph, True, None
     gc.disable()
-    # a backward run inside a backward (prev_in_bw) has its own queue of final callbacks
-    outer_callbacks = d.pop("final_callbacks", None) if prev_in_bw else None
-    try:
-        # ``nxt``: a node made pending by the last one and newer than everything in the heap, run
-        # next without going through the heap (a chain never touches the heap at all)
-        nxt = None
-        while True:
-            if nxt is not None:
-                node, nxt = nxt, None
-            elif heap:
-                node = heappop(heap)[1]
-            else:
-                break
-            g = pending.pop(node)
-            if needed is not None and node not in needed:    # leads to no target: skipped, and so
-                if node.pre_hooks and node in root_nodes:    # are its hooks, but for a root's (PyTorch)
-                    _run_hooks(node, g, tensor_mode)
-                continue
-            if node.pre_hooks:
-                g = _run_hooks(node, g, tensor_mode)
-            if capture is not None and _capture(node, g, capture, captured) and node.is_accumulator:
-                continue                             # a captured leaf gives its gradient back
-            if node.is_accumulator:
-                if accumulate:
-                    if own_grads:                # a leaf's .grad must be its own
-                        g = _own(g, node, early, create_graph, grads, gi)
-                    hooked = node.accumulate(g, create_graph, stored)
-                    if hooked is not None:
-                        if nested:
-                            deferred[id(hooked)] = hooked
-                        else:
-                            if deferred:
-                                deferred.pop(id(hooked), None)
-                            run_post_acc_hooks(hooked)
-                continue
-            if needed is not None and (node, 0) in targets and len(node.metas) == 1 and \
-                    not _upstream_target(node, needed):      # a target with no target behind it
-                continue
-            try:                                     # free when nothing is raised (3.11)
-                grads = node.vjp(g, tensor_mode)
-            except Exception as e:
-                if not hasattr(node, "prim"):        # a cr.Function's backward: the user's own error
-                    raise
-                raise rule_error(e, f"backward of '{node.prim.name}'") from e
-            if anomaly:
-                anomaly.check(node, grads)
-            for edge, gi in zip(node.edges, grads):
-                if edge is None or gi is None:
-                    continue
-                child = edge[0]
-                metas = child.metas
-                shape, dtype = metas[edge[1]]
-                if tensor_mode or gi.shape != shape or gi.dtype is not dtype:   # _fit: exact test
-                    gi = _fit(gi, edge, node, tensor_mode)
-                if child in pending:
-                    if len(metas) == 1:
-                        pending[child] = pending[child] + gi
-                    else:
-                        _add(pending, edge, gi)
-                    continue
-                if nxt is None:
-                    nxt = child
-                else:
-                    heappush(heap, (-child.seq, child))
-                if len(metas) == 1:
-                    pending[child] = gi
-                else:
-                    _add(pending, edge, gi)
-            if nxt is not None and heap and heap[0][0] < -nxt.seq:   # the heap holds a newer node
-                heappush(heap, (-nxt.seq, nxt))
-                nxt = None
-            if not retain_graph:
-                node.release()
-        if early is not None:
-            for t in list(deferred.values()):     # accumulated inside reentrant nodes only
-                run_post_acc_hooks(t)
-        if "final_callbacks" in d:
-            _run_callbacks(d)
-    finally:
-        if early is not None:
-            for acc, seq in early.items():
-                acc.seq = seq
-            del d["deferred_hooks"]
-        d["grad_enabled"], d["in_backward"] = prev_grad, prev_in_bw
-        if "final_callbacks" in d:          # a node or callback raised: the queue is dropped
-            del d["final_callbacks"]
-        if outer_callbacks is not None:
-            d["final_callbacks"] = outer_callbacks
-        if collect:
-            gc.enable()
-    return captured
+    return saved
 
 
-def _own(g: Any, node: Any, early: dict | None, create_graph: bool, grads: Any, gi: Any) -> Any:
-    """``g`` for a leaf's ``.grad``, copied where it would be shared. Under ``create_graph`` a copy
-    with history, always (PyTorch clones too): otherwise an add hands both leaves one tensor. For
-    a leaf with post-accumulate-grad hooks, a copy when a gradient still in flight is this very
-    array (``run``'s own references, ``grads`` and ``gi``, aside), so a hook may write ``.grad``."""
-    if create_graph:
-        return _copy(g) if isinstance(g, _Tensor) and not g._level else g
-    if node not in early or type(g) is not np.ndarray:
+def _leave(d: dict, saved: tuple, hooks: Any) -> None:
+    """Undo ``_enter`` (a queue of callbacks left by a raising node or callback is dropped)."""
+    d["grad_enabled"], d["in_backward"], d["final_callbacks"], collect = saved
+    if hooks is not None:
+        d["leaf_hooks"] = None
+    if collect:
+        gc.enable()
+
+
+def _with_history(g: Any) -> Any:
+    """Under ``create_graph`` a leaf's ``.grad`` is a copy with history, always (PyTorch clones too):
+    otherwise an add hands both leaves one tensor."""
+    return _copy(g) if isinstance(g, _Tensor) and not g._level else g
+
+
+def _count(grads: Any, g: Any) -> int:
+    return sum(x is g for x in grads) if grads else 0
+
+
+def _post_accumulate(t: Any, tracker: Any, nested: bool) -> None:
+    """``t``'s gradient was accumulated: its hooks fire now, or, in a backward nested in the one that
+    owns ``tracker`` (a checkpoint's), once that one has its whole gradient."""
+    if tracker is None:
+        run_post_acc_hooks(t)
+    else:
+        tracker.accumulated(t, nested)
+
+
+class _LeafHooks:
+    """The post-accumulate-grad hooks of the outermost accumulating backward (``STATE.leaf_hooks``
+    while it runs), which ``run`` consults only when this thread has hooked leaves.
+
+    For each hooked leaf's node the engine reaches, ``left`` counts the producers still to run (its
+    consumers and the reentrant nodes, see ``graph.hooked_producers``); ``feeds`` maps each producer
+    to the leaf nodes it counts for. Their gradients gather in ``pending`` (seeded with ``_NOTHING``,
+    so the loop never schedules them). When a producer's rule has run (``check``), each leaf it
+    completes accumulates at once, before any other node runs (PyTorch's "AccumulateGrad as soon as
+    possible"), and its hooks fire; a leaf whose count never reaches 0 (a producer received no
+    gradient) accumulates when the pass ends. ``deferred``: leaves a nested backward accumulated
+    into, whose hooks wait for this one: they fire with the leaf, or at the end. ``own`` keeps hooked
+    ``.grad`` arrays their leaf's own, so a hook may write them in place.
+    """
+
+    def __init__(self, roots: list, pending: dict, needed: set | None, capture: dict | None,
+                 create_graph: bool, tensor_mode: bool, stored: set) -> None:
+        self.pending, self.stored = pending, stored
+        self.create_graph, self.tensor_mode, self.anomaly = create_graph, tensor_mode, STATE.anomaly
+        self.hooked = hooked_producers([edge[0] for edge, _ in roots])
+        self.left: dict = {}
+        self.feeds: dict = {}
+        self.deferred: dict = {}
+        for acc, producers in self.hooked.items():
+            if acc in pending or (needed is not None and acc not in needed) or \
+                    (capture is not None and (acc, 0) in capture):     # a root, skipped or given back
+                continue
+            producers = [p for p in producers if needed is None or p in needed]    # the others never run
+            self.left[acc] = len(producers)
+            pending[acc] = _NOTHING
+            for p in producers:
+                self.feeds.setdefault(p, []).append(acc)
+
+    def check(self, node: Any, grads: Any) -> Any:
+        """After ``node``'s rule: accumulate the hooked leaves it completes (their hooks fire) and
+        return ``grads`` less what it gave them."""
+        if self.anomaly:
+            self.anomaly.check(node, grads)
+        done = [acc for acc in self.feeds.pop(node, ()) if self._ran(acc)]
+        if not done:
+            return grads
+        out = list(grads)
+        for acc in sorted(done, key=_newest, reverse=True):     # several: the newer leaf first
+            g = self._gradient(acc, node, out)
+            if g is not None:
+                self._accumulate(acc, self.own(acc, g, 1 + _count(grads, g)))
+        return out
+
+    def _accumulate(self, acc: Any, g: Any) -> None:
+        t = acc.accumulate(g, self.create_graph, self.stored)
+        if t is not None:
+            self.accumulated(t, False)
+
+    def _ran(self, acc: Any) -> bool:
+        left = self.left[acc] - 1
+        self.left[acc] = left
+        return not left
+
+    def _gradient(self, acc: Any, node: Any, out: list) -> Any:
+        """``acc``'s whole gradient, after its tensor hooks: what is pending plus what ``node`` gives it
+        (taken out of ``out``); None if it has none."""
+        g = self.pending.pop(acc)
+        if g is _NOTHING:
+            g = None
+        for i, edge in enumerate(node.edges):
+            gi = out[i]
+            if edge is None or edge[0] is not acc or gi is None:
+                continue
+            out[i] = None
+            shape, dtype = acc.metas[0]
+            if self.tensor_mode or gi.shape != shape or gi.dtype is not dtype:
+                gi = _fit(gi, edge, node, self.tensor_mode)
+            g = gi if g is None else g + gi
+        if g is not None and acc.pre_hooks:
+            g = _run_hooks(acc, g, self.tensor_mode)
         return g
-    held = (gi is g) + sum(x is g for x in grads or ())      # run's own references, besides its g
-    del gi       # ours: 3 = run's g, this frame's g, getrefcount's argument
-    return g.copy() if sys.getrefcount(g) > 3 + held else g
+
+    def own(self, acc: Any, g: Any, known: int) -> Any:
+        """``g`` for ``acc``'s ``.grad``, copied where it would be shared: with history under
+        ``create_graph``; for a hooked leaf, when a reference other than the ``known`` ones of the
+        engine's callers (a gradient still in flight, a user's array) holds this very array."""
+        if self.create_graph:
+            return _with_history(g)
+        if acc not in self.hooked or type(g) is not np.ndarray:
+            return g
+        return g.copy() if other_refs(g) > known else g
+
+    def accumulated(self, t: Any, nested: bool) -> None:
+        """``t``'s gradient was accumulated, by this backward (its hooks fire) or a nested one."""
+        if nested:
+            self.deferred[id(t)] = t
+        else:
+            self.deferred.pop(id(t), None)
+            run_post_acc_hooks(t)
+
+    def finish(self) -> None:
+        """The end of the pass: the leaves still waiting for a producer that received no gradient,
+        then the hooks of leaves accumulated inside nested backwards only."""
+        for acc in sorted((a for a, n in self.left.items() if n), key=_newest, reverse=True):
+            g = self.pending.pop(acc)
+            if g is not _NOTHING:
+                g = _run_hooks(acc, g, self.tensor_mode) if acc.pre_hooks else g
+                self._accumulate(acc, self.own(acc, g, 1))
+        for t in list(self.deferred.values()):
+            run_post_acc_hooks(t)
 
 
-def _order_hooked(roots: list) -> dict:
-    """Renumber the nodes of the leaves with post-accumulate-grad hooks to run right after their
-    earliest consumer, when their gradient is complete (a leaf's node is as old as the leaf's first
-    use ever, so it would run last), so the hooks fire during the backward as in PyTorch. Several
-    leaves completed by one consumer keep their relative order. Returns their own numbers, which
-    ``run`` puts back when it ends. (The numbers live on the nodes: two backwards running at once in
-    two threads over one hooked leaf may see each other's; concurrent backward is not supported.)"""
-    first = hooked_accumulators([edge[0] for edge, _ in roots])
-    own = {acc: acc.seq for acc in first}
-    by_consumer: dict = {}
-    for acc, s in first.items():
-        by_consumer.setdefault(s, []).append(acc)
-    for s, accs in by_consumer.items():
-        accs.sort(key=own.__getitem__, reverse=True)
-        for i, acc in enumerate(accs):       # between s - 1 and s: after s, before anything older
-            acc.seq = s - (i + 1) / (len(accs) + 1)
-    return own
+def _newest(node: Any) -> int:
+    return node.seq
+
+
+class _Nothing:
+    """No gradient yet: adding one gives that one."""
+
+    def __add__(self, other: Any) -> Any:
+        return other
+
+
+_NOTHING = _Nothing()
 
 
 def _capture(node: Any, g: Any, capture: dict, captured: dict) -> bool:

@@ -33,6 +33,9 @@ class _State(threading.local):
         d["autocast"] = None           # the active cr.autocast policy, or None
         d["vmap_levels"] = ()          # active cr.vmap levels (batch sizes and randomness), innermost last
         d["rare"] = False              # any rare field set: apply looks at them only then
+        d["hooked_leaves"] = set()     # weak refs to the leaves given post-accumulate-grad hooks here
+        d["leaf_hooks"] = None         # the outermost accumulating backward's hook bookkeeping
+        d["final_callbacks"] = None    # the running backward's queue_callback list, once one is queued
 
     def __setattr__(self, name: str, value: Any) -> None:
         _set(self.__dict__, name, value)

@@ -6,6 +6,7 @@ cotangent of its output into cotangents of its inputs. It knows nothing about th
 from __future__ import annotations
 
 import itertools
+import sys
 import weakref
 from typing import Any, Callable
 
@@ -105,39 +106,42 @@ def walk(starts: Any, stop: Any = ()) -> list:
     return order
 
 
-# weak references to the leaves that have had a post-accumulate-grad hook: while one lives, a
-# backward looks for them (a plain set: its emptiness is the hot path's only test)
-HOOKED_LEAVES: set = set()
-
-
-def hooked_accumulators(starts: Any) -> dict:
-    """The nodes of the leaves with post-accumulate-grad hooks reached from the nodes ``starts``,
-    each with the ``seq`` after which no node adds to its gradient: the lowest among its consumers
-    there and the reentrant nodes (whose own backward may accumulate into any leaf). Once the engine
-    (newest first) has run that node, the leaf's gradient is complete, so its hooks can fire
-    (``DistributedDataParallel`` starts a bucket's all-reduce) while the rest still runs."""
-    first: dict = {}
-    seen = set()
+def hooked_producers(starts: Any) -> dict:
+    """For each node of a leaf with post-accumulate-grad hooks reached from the nodes ``starts``, the
+    set of nodes there that may add to its gradient: its consumers and every reentrant node (whose
+    own backward may accumulate into any leaf). Once the engine has run them all, the leaf's gradient
+    is complete, so its hooks can fire (``DistributedDataParallel`` starts a bucket's all-reduce)
+    while the rest still runs."""
+    producers: dict = {}
+    reentrant: set = set()
     stack = [s for s in starts if s is not None]
-    last = None                      # the oldest reentrant node's seq
+    seen = set(stack)
     while stack:
         node = stack.pop()
-        if node.reentrant and (last is None or node.seq < last):
-            last = node.seq
+        if node.reentrant:
+            reentrant.add(node)
         for edge in node.edges:
             if edge is None:
                 continue
             child = edge[0]
             if child.is_accumulator:
                 t = child.variable()
-                if t is not None and t._post_acc_hooks and node.seq < first.get(child, node.seq + 1):
-                    first[child] = node.seq
+                if t is not None and t._post_acc_hooks:
+                    producers.setdefault(child, set()).add(node)
             elif child not in seen:
                 seen.add(child)
                 stack.append(child)
-    if last is not None:
-        first = {acc: min(s, last) for acc, s in first.items()}
-    return first
+    for nodes in producers.values():
+        nodes |= reentrant
+    return producers
+
+
+def other_refs(x: Any) -> int:
+    """How many references to ``x`` exist besides the one the caller passes it by: 0 means no one
+    else can see it (an array nobody else holds may be written in place). The one place that reads
+    CPython's reference counts: it relies on ``sys.getrefcount`` counting the caller's reference,
+    this parameter and its own argument (pinned by tests/autograd/test_engine_callbacks.py)."""
+    return sys.getrefcount(x) - 3
 
 
 def closure_leaves(roots: list, wanted: list) -> list:
@@ -533,9 +537,10 @@ def register_post_accumulate_grad_hook(self: _Tensor, hook: Callable[[_Tensor], 
         raise GraphError("register_post_accumulate_grad_hook: cannot register a hook on a tensor that "
                          "does not require grad")
     hooks = self._post_acc_hooks
-    if hooks is None:
+    if hooks is None:         # this thread's backwards look for the leaves it hooked
         hooks = self._post_acc_hooks = []
-        HOOKED_LEAVES.add(weakref.ref(self, HOOKED_LEAVES.discard))
+        registry = STATE.hooked_leaves
+        registry.add(weakref.ref(self, registry.discard))
     hooks.append(hook)
     return HookHandle(hooks, hook)
 

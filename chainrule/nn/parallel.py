@@ -19,11 +19,11 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import sys
 from typing import Any, Iterator
 
 from chainrule import autograd
 from chainrule.core._backend import np
+from chainrule.core.graph import other_refs
 from chainrule.core.tensor import Tensor
 from chainrule.distributed import collectives as dist
 from chainrule.nn.module import Module
@@ -62,8 +62,7 @@ class _Bucket:
             return
         if self.buffer is None:
             spare, self.spare = self.spare, None
-            self.buffer = spare if spare is not None and sys.getrefcount(spare) == 2 else \
-                np.empty(self.numel, self.dtype)         # (2: `spare` and getrefcount's argument)
+            self.buffer = spare if spare is not None and not other_refs(spare) else np.empty(self.numel, self.dtype)
         p, o = self.params[i], self.offsets[i]
         if grad is None:
             self.buffer[o:o + p.size] = 0

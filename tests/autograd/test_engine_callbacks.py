@@ -1,10 +1,15 @@
 """Post-accumulate-grad hooks and final callbacks (queue_callback), against PyTorch 2 where it has them."""
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import pytest
 
 import chainrule as cr
+from chainrule.autograd import engine
+from chainrule.core.grad_mode import STATE, _State
+from chainrule.core.graph import other_refs
 from chainrule.errors import GraphError
 
 
@@ -277,6 +282,102 @@ def test_early_hooks_leave_the_graph_numbering_as_it_was():
     assert node.seq == seq
     (w * 3).sum().backward()
     assert node.seq == seq and w.grad.tolist() == [3.0, 3.0]
+
+
+def _order_events(mod, mk):
+    """Tensor hooks on nodes unrelated to a hooked leaf ``w`` whose node is older than all of them,
+    and ``w``'s post hook: the order they run in (and whether ``w``'s node kept its number)."""
+    log = []
+    w, x = mk([1.0, 2.0]), mk([0.5, -1.0])
+    (w * 1.0).sum()                       # w's node is made first: by number it would run last
+    seq = w._edge()[0].seq if mod is cr else None
+    h1 = x * 3
+    h1.register_hook(lambda g: log.append("h1"))
+    p1 = w * 2                            # w's first producer
+    p1.register_hook(lambda g: log.append("p1"))
+    h2 = mod.sin(h1)
+    h2.register_hook(lambda g: log.append("h2"))
+    y = h2 * w                            # w's second producer, the newest node
+    y.register_hook(lambda g: log.append("y"))
+    w.register_post_accumulate_grad_hook(
+        lambda t: log.append(("w", np.round(t.grad.tolist(), 5).tolist(), seq is None or w._edge()[0].seq == seq)))
+    (y + p1).sum().backward()
+    return log
+
+
+def test_post_hook_fires_once_its_last_producer_ran_before_unrelated_nodes():
+    """Counting: w's hook fires right after p1's node, its last producer to run, before h1's (older
+    than p1's, newer than w's); no node is renumbered meanwhile. Exactly PyTorch's order."""
+    ours = _order_events(cr, lambda v: cr.tensor(v, requires_grad=True))
+    want_w = np.round(np.sin(np.array([0.5, -1.0]) * 3) + 2, 5).tolist()
+    assert ours == ["y", "h2", "p1", ("w", want_w, True), "h1"], ours
+    torch = pytest.importorskip("torch")
+    assert _order_events(torch, lambda v: torch.tensor(v, requires_grad=True)) == ours
+
+
+def test_other_refs_pins_the_refcount_behaviour_ownership_relies_on():
+    """The engine (may a hook write a hooked leaf's .grad in place?) and DDP (may a bucket buffer be
+    reused?) decide ownership by ``graph.other_refs``: it counts the references besides the caller's.
+    If CPython changes what ``sys.getrefcount`` counts (borrowed references), this fails first."""
+    a = np.zeros(3)
+    assert other_refs(a) == 0
+    b = a
+    assert other_refs(a) == 1
+    held = [a, a]
+    assert other_refs(a) == 3
+    del b, held
+    assert other_refs(a) == 0
+    assert other_refs(np.zeros(3)) == 0           # a temporary: only the call holds it
+
+    def through(x):
+        return other_refs(x)                      # the frame that called ``through`` holds one more
+    assert through(a) == 1
+    assert through(np.zeros(3)) == 1              # (the temporary its caller passed)
+
+
+def test_the_hooked_leaf_registry_is_per_thread(monkeypatch):
+    """A post hook registered in one thread does not make another thread's backwards look for hooked
+    leaves (no bookkeeping is built there); the hook still fires, when its leaf accumulates."""
+    built, log = [], []
+    real = engine._LeafHooks
+    monkeypatch.setattr(engine, "_LeafHooks", lambda *a: built.append(threading.get_ident()) or real(*a))
+    w = _leaf()
+
+    def register():
+        w.register_post_accumulate_grad_hook(lambda t: log.append(t.grad.tolist()))
+        log.append(len(STATE.hooked_leaves))
+
+    def backward():
+        log.append(len(STATE.hooked_leaves))
+        (w * 3).sum().backward()
+
+    def both():
+        v = _leaf()
+        v.register_post_accumulate_grad_hook(lambda t: log.append("v"))
+        (v * 2).sum().backward()
+        log.append(built == [threading.get_ident()])
+    for fn in (register, backward, both):
+        th = threading.Thread(target=fn)
+        th.start()
+        th.join()
+    assert log == [1, 0, [3.0, 3.0], "v", True], log
+
+
+def test_state_declares_every_field_the_engine_writes():
+    """Inside a backward with hooked leaves, a checkpoint and a queued callback, and after it, the
+    thread's state holds exactly the fields ``_State`` declares."""
+    declared = set(vars(_State()))
+    w, x = _leaf(), _leaf([3.0, 4.0])
+    seen = []
+
+    def post(t):
+        seen.append(set(vars(STATE)))
+        cr.autograd.queue_callback(lambda: seen.append(set(vars(STATE))))
+    w.register_post_accumulate_grad_hook(post)
+    h = cr.checkpoint(lambda v: cr.tanh(v * w), x)
+    (h.sum() + (w * x).sum()).backward()
+    seen.append(set(vars(STATE)))
+    assert len(seen) == 3 and all(s == declared for s in seen), [s ^ declared for s in seen]
 
 
 # ----- queue_callback -----
