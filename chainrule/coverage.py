@@ -347,14 +347,14 @@ def _peer(module_name: str) -> Any:
 def checked_by(name: str) -> str:
     """The op-table row that checks ``name`` (its id or primitive name), else a test file naming it."""
     tests = ROOT / "tests"
-    for path in sorted(tests.glob("op_specs*.py")):
+    for path in sorted((tests / "op_specs").glob("*.py")):
         text = path.read_text()
         ids = re.findall(r'id="([^"]+)"', text)
         for row in ids:
             if row == name or row.startswith(name + "-"):
-                return f"tests/{path.name}::{row}"
+                return f"tests/op_specs/{path.name}::{row}"
         if re.search(r'OpSpec\(\s*"' + re.escape(name) + r'"', text):
-            return f"tests/{path.name}::{name}"
+            return f"tests/op_specs/{path.name}::{name}"
     pattern = re.compile(r"(np|cr|numpy|ops)\." + re.escape(name) + r"\b")
     for path in sorted(tests.rglob("test_*.py")):
         if pattern.search(path.read_text()):

@@ -164,3 +164,17 @@ def test_the_map_in_the_docs_is_the_contract():
         assert shown == declared, (f"floor {floor} from the top: the map shows {sorted(shown - declared)} "
                                    f"and not {sorted(declared - shown)} (pyproject.toml's layers)")
     assert len(doc) == len(contract), f"the map shows {len(doc)} floors, the contract has {len(contract)}"
+
+
+def test_a_folder_is_a_layer():
+    """At most 8 floors, each naming packages (plus extend.py, the extension API, and the commands);
+    at most 6 modules directly in chainrule/ besides __init__ and __main__; no file over 1,000 lines."""
+    floors = _contract_floors()
+    assert len(floors) <= 8
+    top = sorted(p.stem for p in (ROOT / "chainrule").glob("*.py") if p.stem not in ("__init__", "__main__"))
+    assert len(top) <= 6, top
+    modules = {m for floor in floors for m in floor if not (ROOT / m.replace(".", "/")).is_dir()}
+    assert modules <= {f"chainrule.{name}" for name in top} | {"chainrule.__main__"}, modules
+    long = [str(p.relative_to(ROOT)) for p in (ROOT / "chainrule").rglob("*.py")
+            if len(p.read_text().splitlines()) > 1000]
+    assert long == []

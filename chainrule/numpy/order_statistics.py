@@ -1,7 +1,7 @@
 """NumPy's order statistics: ``median``, ``percentile``, ``quantile`` and their nan* forms
 (every method of NumPy's, weights included), composites of a stable sort's gathers.
 
-Gradients at the points where these functions branch (tested in tests/ops/test_numpy_stats.py):
+Gradients at the points where these functions branch (tested in tests/numpy/test_numpy_stats.py):
 
 - **Order statistics** (median, percentile, quantile and their nan* forms) are linear in the
   sorted values: the gradient goes to the one or two elements whose ranks the method picks, with

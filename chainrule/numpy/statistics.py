@@ -3,7 +3,7 @@
 ``histogram_bin_edges``, ``bincount``), with NumPy's arguments; all composites of chainrule ops.
 The order statistics are in ``chainrule.numpy.order_statistics``.
 
-Gradients at the points where these functions branch (tested in tests/ops/test_numpy_stats.py):
+Gradients at the points where these functions branch (tested in tests/numpy/test_numpy_stats.py):
 
 - **cov** is differentiable in ``aweights``; ``fweights`` (integer counts) requiring grad is refused.
 - **nan* reductions**: NaN entries get gradient 0. An all-NaN slice gives NumPy's value (nansum 0,

@@ -4,9 +4,9 @@ import threading
 
 import numpy as np
 import pytest
-from custom_functions import Square
 
 import chainrule as cr
+from tests.custom_functions import Square
 
 
 def test_leaves_and_grad_fn_names():

@@ -23,10 +23,10 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from strategies import grad_hooks, index_keys, leaf_shape_sets, post_accumulate_hooks
 
 import chainrule as cr
 from chainrule.errors import ChainruleError
+from tests.strategies import grad_hooks, index_keys, leaf_shape_sets, post_accumulate_hooks
 
 torch = pytest.importorskip("torch", reason="the hooks fuzz compares against PyTorch")
 

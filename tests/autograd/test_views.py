@@ -4,9 +4,9 @@ backward that would use a stale value raises, where PyTorch raises. Each program
 torch (where installed) to check that both raise, or both give the same gradients."""
 import numpy as np
 import pytest
-from views_lib import Lib
 
 import chainrule as cr
+from tests.autograd.views_lib import Lib
 
 
 def view_after_exp(L):

@@ -5,10 +5,10 @@ tangents of views, and ``ctx.mark_dirty``. Each program runs in chainrule and, w
 in torch: both raise, or both give the same values."""
 import numpy as np
 import pytest
-from views_lib import Lib
 
 import chainrule as cr
 from chainrule import forward_ad as fwAD
+from tests.autograd.views_lib import Lib
 
 
 def _np(t):

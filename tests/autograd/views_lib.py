@@ -1,6 +1,5 @@
 """The same hand-written program in chainrule or torch: the adapter shared by test_views.py and
-test_views_parity.py (imported as ``from views_lib import Lib``; pytest puts this folder on
-sys.path, as it has no __init__.py)."""
+test_views_parity.py (``from tests.autograd.views_lib import Lib``)."""
 import numpy as np
 
 import chainrule as cr

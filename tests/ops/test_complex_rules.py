@@ -9,11 +9,11 @@ primitives without a complex derivative must refuse one with a clear DTypeError.
 """
 import numpy as np
 import pytest
-from op_specs import COMPLEX_SPECS, OP_SPECS
 
 import chainrule as cr
 from chainrule.autograd.forward import dual_level, make_dual, unpack_dual
 from chainrule.core.grad_mode import add_to, remove_from
+from tests.op_specs import COMPLEX_SPECS, OP_SPECS
 
 H = 1e-6                     # central-difference step, on the real and the imaginary part
 RTOL, ATOL = 1e-6, 1e-7      # differences in complex128: error ~ H^2 f''' + 1e-16 |f| / H

@@ -7,13 +7,12 @@ NumPy/SciPy's exact values, dtypes and result types, batching, gauge-invariant l
 clear errors where a derivative does not exist.
 """
 import numpy as np
-import op_specs  # noqa: F401  (the table first: it imports the rows file below at its end)
 import pytest
 import scipy.linalg
-from op_specs_decompositions import COMPLEX_SPECS, SPECS
 
 import chainrule as cr
 from chainrule.ops import decompositions as D
+from tests.op_specs.decompositions import COMPLEX_SPECS, SPECS
 
 torch = pytest.importorskip("torch")
 

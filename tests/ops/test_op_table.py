@@ -7,11 +7,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from op_specs import OP_SPECS
 
 import chainrule as cr
 from chainrule.autograd.forward import dual_level, make_dual
 from chainrule.errors import DTypeError, GraphError, ShapeError
+from tests.op_specs import OP_SPECS
 
 
 # ----- every op reports its own name -----

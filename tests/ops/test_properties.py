@@ -3,9 +3,9 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
-from strategies import arrays, broadcastable_pairs, compositions
 
 import chainrule as cr
+from tests.strategies import arrays, broadcastable_pairs, compositions
 
 BINARY = [cr.add, cr.subtract, cr.multiply, cr.maximum, lambda x, y: x / (2 + y * y), cr.arctan2]
 FAST = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

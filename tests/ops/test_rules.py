@@ -2,10 +2,10 @@
 float64, against each other (duality), to second order, and against PyTorch where installed."""
 import numpy as np
 import pytest
-from op_specs import NONDIFF_SPECS, OP_SPECS, ZERO_GRAD
 
 import chainrule as cr
 from chainrule.autograd.forward import dual_level, make_dual, unpack_dual
+from tests.op_specs import NONDIFF_SPECS, OP_SPECS, ZERO_GRAD
 
 SPECS = pytest.mark.parametrize("spec", OP_SPECS, ids=str)
 

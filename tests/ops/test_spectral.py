@@ -6,12 +6,11 @@ subspace-invariant losses); full_matrices; composites (pinv, lstsq, cond, matrix
 import warnings
 
 import numpy as np
-import op_specs  # noqa: F401  (the table first: it imports the rows file below at its end)
 import pytest
-from op_specs_spectral import CR
 
 import chainrule as cr
 from chainrule.autograd.forward import dual_level, make_dual, unpack_dual
+from tests.op_specs.spectral import CR
 
 RNG = np.random.default_rng(0)
 LA = CR.linalg

@@ -2,9 +2,9 @@
 from __future__ import annotations
 
 import numpy as np
-from op_specs import OpSpec, _tl
 
 import chainrule as cr
+from tests.op_specs.spec import OpSpec, _tl
 
 S = cr.special
 BCAST = ((3, 1), (1, 4))

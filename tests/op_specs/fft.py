@@ -1,9 +1,8 @@
 """Op-table rows for cr.fft's primitive (real data in, as every row: complex data through view_as_complex)."""
 from __future__ import annotations
 
-from op_specs import OpSpec, _tl
-
 import chainrule as cr
+from tests.op_specs.spec import OpSpec, _tl
 
 SPECS = [
     OpSpec("fftn", lambda x: cr.view_as_real(cr.fft.fft(x)), torch_fn=_tl(lambda t, x: t.view_as_real(t.fft.fft(x)))),

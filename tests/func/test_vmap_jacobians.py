@@ -7,9 +7,9 @@ import warnings
 
 import numpy as np
 import pytest
-from op_specs import OP_SPECS
 
 import chainrule as cr
+from tests.op_specs import OP_SPECS
 
 
 @pytest.mark.parametrize("spec", OP_SPECS, ids=str)

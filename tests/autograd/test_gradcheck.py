@@ -9,7 +9,7 @@ import pytest
 
 import chainrule as cr
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def fifty_ops(x, w):

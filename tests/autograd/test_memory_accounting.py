@@ -3,9 +3,9 @@ import gc
 
 import numpy as np
 import pytest
-from custom_functions import Square
 
 import chainrule as cr
+from tests.custom_functions import Square
 
 
 def _t(shape, rng, requires_grad=True, dtype=np.float64):

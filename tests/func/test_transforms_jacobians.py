@@ -1,9 +1,9 @@
 """jacfwd, jacrev, jacobian (the choice rule), hessian, hvp."""
 import numpy as np
 import pytest
-from transforms_testutil import num_jacobian
 
 import chainrule as cr
+from tests.func.transforms_testutil import num_jacobian
 
 rng = np.random.default_rng(1)
 A = rng.standard_normal((5, 3))

@@ -5,9 +5,9 @@ primitive it mainly runs on, with ``id=`` naming the function."""
 from __future__ import annotations
 
 import numpy as np
-from op_specs import OpSpec, _tl
 
 import chainrule as cr
+from tests.op_specs.spec import OpSpec, _tl
 
 _NAN = np.zeros((3, 5), dtype=bool)
 _NAN[0, 1] = _NAN[1, 3] = _NAN[1, 4] = _NAN[2, 0] = True

@@ -1,7 +1,7 @@
 """cr.special against scipy.special: values, dtypes and shapes for every argument form, SciPy's
 dispatch, the stated edge points (poles, xlogy at 0, logsumexp's b == 0 entries) and the errors of
 the arguments without a derivative. The rules themselves are checked by the op-table rows
-(tests/op_specs_special.py)."""
+(tests/op_specs/special.py)."""
 import math
 
 import numpy as np

@@ -92,7 +92,7 @@ def test_second_derivative_through_a_packed_leaf():
 
 
 def test_saved_tensor_hooks_apply_to_custom_functions():
-    from custom_functions import Square
+    from tests.custom_functions import Square
     calls = []
 
     def pack(t):

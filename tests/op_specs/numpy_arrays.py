@@ -7,9 +7,9 @@ import warnings
 from typing import Any
 
 import numpy as np
-from op_specs import OpSpec, _tl
 
 import chainrule as cr
+from tests.op_specs.spec import OpSpec, _tl
 
 _PICK = np.array([[0, 2, 1, 1], [2, 0, 0, 1], [1, 1, 2, 0]])     # choose's index array
 _C1 = np.random.default_rng(11).uniform(size=(3, 4)) > 0.6

@@ -7,9 +7,9 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from op_specs import OpSpec, _t, _tl
 
 import chainrule as cr
+from tests.op_specs.spec import OpSpec, _t, _tl
 
 BCAST = ((3, 1), (1, 4))
 _EXPS = np.array([[-3, 0, 2, 5]])                     # ldexp's integer exponents

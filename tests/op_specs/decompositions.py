@@ -12,10 +12,10 @@ from __future__ import annotations
 from typing import Any, Callable
 
 import numpy as np
-from op_specs import OpSpec
 
 import chainrule as cr
 from chainrule.ops import decompositions as D
+from tests.op_specs.spec import OpSpec
 
 # eigenvalues 1 +- 2i and 4 (real matrix), separated by > 2 under perturbations of |x| < 0.3
 _EIG_SHIFT = np.array([[1.0, 2.0, 0.0], [-2.0, 1.0, 0.0], [0.0, 0.0, 4.0]])

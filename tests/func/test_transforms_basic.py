@@ -1,8 +1,8 @@
 """grad, value_and_grad, vjp, jvp: values against closed forms and finite differences."""
 import numpy as np
-from transforms_testutil import num_jacobian
 
 import chainrule as cr
+from tests.func.transforms_testutil import num_jacobian
 
 rng = np.random.default_rng(0)
 X = rng.uniform(-1, 1, (3, 2))

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from op_specs import COMPLEX_SPECS, NONDIFF_SPECS, OP_SPECS
 
 import chainrule as cr
+from tests.op_specs import COMPLEX_SPECS, NONDIFF_SPECS, OP_SPECS
 
 B = 3
 

@@ -1,7 +1,7 @@
 """The array chapters of chainrule/numpy (manipulation, indexing, functional, sorting, setops,
 creation_more, math_more) against NumPy: values, dtypes and shapes for every argument form
 (ndarrays in, ndarrays out; tensors in, tensors out), stated gradients, in-place semantics, errors,
-and dispatch through ``np.<name>(tensor)``. The op-table rows (tests/op_specs_numpy_arrays.py) check
+and dispatch through ``np.<name>(tensor)``. The op-table rows (tests/op_specs/numpy_arrays.py) check
 the derivatives against differences, duality, second order and PyTorch."""
 import warnings
 

@@ -7,10 +7,10 @@ from __future__ import annotations
 from typing import Any, Callable
 
 import numpy as np
-from op_specs import OpSpec
 
 import chainrule as cr
 from chainrule.ops import spectral
+from tests.op_specs.spec import OpSpec
 
 CR = cr       # chainrule's side of each row: cr.linalg's functions
 _SPREAD = np.diag([0.0, 3.0, 6.0])             # eigenvalues ~3 apart: far from degenerate
