@@ -1,6 +1,6 @@
 """The core issue's two figures in one table run: the per-op overhead of a 1,000-op elementwise
 chain and a 784-512-512-10 MLP training step, each side by side with hand-written NumPy and the
-installed peers (``python benchmarks/bench_core.py``; the full suite: ``python -m chainrule bench``)."""
+installed peers (``python benchmarks/bench_core.py``; the full suite: ``python tools/bench.py``)."""
 from __future__ import annotations
 
 import _harness as H

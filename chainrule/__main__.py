@@ -1,4 +1,4 @@
-"""Command line: ``python -m chainrule {tour,train,bench,coverage} [options]``."""
+"""Command line: ``python -m chainrule {tour,train} [options]``."""
 from __future__ import annotations
 
 import importlib
@@ -7,8 +7,6 @@ import sys
 COMMANDS = {
     "tour": ("chainrule.tour", "a guided tour of the seeds: live code, measured figures"),
     "train": ("chainrule.train", "train an MLP/CNN on the embedded digits dataset"),
-    "bench": ("chainrule.bench", "run the benchmark suite side by side with the peers"),
-    "coverage": ("chainrule.coverage", "probe NumPy's functions and write docs/coverage.md"),
 }
 
 

@@ -1,11 +1,10 @@
 """docs/coverage.md is current, and every differentiable NumPy function is covered or listed with a
-reason (chainrule/coverage.py). JAX and autograd are not needed: their columns are read from the page."""
+reason (tools/coverage.py). JAX and autograd are not needed: their columns are read from the page."""
 import numpy as np
 import pytest
 
 import chainrule as cr
-from chainrule import coverage
-from chainrule.__main__ import main as cli
+from tools import coverage
 
 
 @pytest.fixture(scope="module")
@@ -27,13 +26,13 @@ def test_covered_functions_pass_their_probe(table):
 
 def test_the_committed_page_is_current(table):
     committed = {r["function"]: r for r in coverage.read_doc()}
-    assert committed, "docs/coverage.md is missing: run python -m chainrule coverage"
+    assert committed, "docs/coverage.md is missing: run python tools/coverage.py"
     now = {r["function"]: r for r in table}
     assert set(now) == set(committed), f"functions added/removed: {sorted(set(now) ^ set(committed))}"
     stale = {name: {c: (committed[name].get(c), r[c]) for c in coverage.CHECKED if committed[name].get(c) != r[c]}
              for name, r in now.items()}
     stale = {k: v for k, v in stale.items() if v}
-    assert not stale, f"docs/coverage.md is stale (run python -m chainrule coverage): {stale}"
+    assert not stale, f"docs/coverage.md is stale (run python tools/coverage.py): {stale}"
 
 
 def test_the_classes_are_one_table_and_cover_the_namespace(table):
@@ -48,7 +47,7 @@ def test_the_command_line(table, tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(coverage, "rows", lambda peers=True: [dict(r) for r in table])
     out = tmp_path / "coverage.md"
     out.write_text(coverage.DOC.read_text())
-    assert cli(["coverage", "--check", "--output", str(out)]) == 0
+    assert coverage.main(["--check", "--output", str(out)]) == 0
     out.write_text(coverage.DOC.read_text().replace("| `sin` | a |", "| `sin` | b |"))
-    assert cli(["coverage", "--check", "--output", str(out)]) == 1
+    assert coverage.main(["--check", "--output", str(out)]) == 1
     assert "out of date" in capsys.readouterr().out

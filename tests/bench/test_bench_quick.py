@@ -1,11 +1,11 @@
-"""The benchmark suite's smoke run (`python -m chainrule bench --quick`) and its harness."""
+"""The benchmark suite's smoke run (`python tools/bench.py --quick`) and its harness."""
 import importlib
 import json
 
 import numpy as np
 import pytest
 
-from chainrule import bench
+from tools import bench
 
 
 @pytest.fixture(scope="module")

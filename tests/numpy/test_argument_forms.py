@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 import chainrule as cr
-from chainrule import coverage
 from chainrule.core.errors import UnsupportedArgument
+from tools import coverage
 
 RNG = np.random.default_rng(3)
 X = RNG.normal(size=(3, 4))

@@ -1,4 +1,4 @@
-"""``python -m chainrule bench [--quick] [--out FILE.md]``: run the benchmark suite side by side.
+"""``python tools/bench.py [--quick] [--out FILE.md]``: run the benchmark suite side by side.
 
 The suite lives in ``benchmarks/`` of the source checkout (one ``bench_<topic>.py`` per case and a
 shared ``_harness.py``); this command finds it next to the package, runs every case, prints a
@@ -31,7 +31,7 @@ def suite_dir() -> Path:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the suite; return 0, or 2 when the suite is not found or an argument is wrong."""
-    ap = argparse.ArgumentParser(prog="python -m chainrule bench", description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(prog="python tools/bench.py", description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="smoke run: small sizes, short samples")
     ap.add_argument("--out", help="write the Markdown table to this file as well")
     ap.add_argument("--only", help="run only cases whose script name contains this text")
@@ -64,3 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.quick:
         harness.save_record(record_path, results, info)
     return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
