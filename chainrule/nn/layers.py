@@ -9,6 +9,7 @@ from chainrule.core._backend import np
 from chainrule.core._dtypes import get_default_dtype
 from chainrule.nn import functional as F
 from chainrule.nn import init
+from chainrule.nn.functional.basic import _pair
 from chainrule.nn.module import Module, Parameter
 
 
@@ -51,9 +52,9 @@ class Conv2d(Module):
     def __init__(self, in_channels: int, out_channels: int, kernel_size: Any, stride: Any = 1,
                  padding: Any = 0, bias: bool = True, dtype: Any = None, generator: Any = None) -> None:
         super().__init__()
-        kh, kw = F._pair(kernel_size)
+        kh, kw = _pair(kernel_size)
         self.in_channels, self.out_channels = in_channels, out_channels
-        self.kernel_size, self.stride, self.padding = (kh, kw), F._pair(stride), F._pair(padding)
+        self.kernel_size, self.stride, self.padding = (kh, kw), _pair(stride), _pair(padding)
         bound = 1.0 / math.sqrt(in_channels * kh * kw)
         self.weight = _uniform_param((out_channels, in_channels, kh, kw), bound, dtype, generator)
         self.bias = _uniform_param((out_channels,), bound, dtype, generator) if bias else None

@@ -1,4 +1,4 @@
-"""Stateless building blocks of the layers: losses, activations, dropout, convolution and pooling.
+"""The basic layers' functions: linear, dropout, layer_norm, embedding, conv2d, pools, the losses.
 
 All are composites of chainrule ops, so they differentiate to any order in both modes.
 """
