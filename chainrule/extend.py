@@ -1,7 +1,7 @@
 """The extension API: declare a primitive once (forward, VJP and JVP rules) and call it.
 
 A primitive's rules are written with chainrule's own ops, so the same rule runs on ndarrays in a
-plain backward and on Tensors when the backward is itself differentiated (see ``ops/_registry.py``).
+plain backward and on Tensors when the backward is itself differentiated (see ``core/_registry.py``).
 
 >>> import numpy as np
 >>> import chainrule as cr

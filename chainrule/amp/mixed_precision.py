@@ -15,6 +15,7 @@ from typing import Any, Callable
 from chainrule.amp.precision import StaleMeter, grad_stats
 from chainrule.core._backend import np
 from chainrule.core._dtypes import LOW_PRECISION, bfloat16, float16, float32, float64, is_floating
+from chainrule.core._registry import OpObserver
 from chainrule.core.errors import ChainruleError
 from chainrule.core.grad_mode import STATE, add_to, remove_from
 from chainrule.core.tensor import wrap
@@ -85,7 +86,7 @@ class NonFiniteGradientError(ChainruleError):
     """Backing off the loss scale did not clear non-finite gradients: a real NaN/inf, not an overflow."""
 
 
-class _FirstNonFinite:
+class _FirstNonFinite(OpObserver):
     """Observer: remembers the first op whose output is NaN/inf while all its float inputs are finite."""
 
     def __init__(self) -> None:
@@ -99,12 +100,6 @@ class _FirstNonFinite:
         phase = "backward" if STATE.in_backward else "forward"
         ins = ", ".join(f"{d.shape} {d.dtype}" for d in datas if isinstance(d, np.ndarray))
         self.found = f"'{prim.name}' in the {phase} pass (inputs {ins})"
-
-    def on_save(self, node: Any) -> None:
-        return None
-
-    def on_save_function(self, ctx: Any) -> None:
-        return None
 
 
 def _bad(a: Any) -> bool:

@@ -17,7 +17,7 @@ from typing import Any, Callable, Sequence
 from chainrule.autograd import engine as _engine
 from chainrule.autograd.forward import dual_level, make_dual, unpack_dual
 from chainrule.core._backend import np
-from chainrule.core._registry import apply
+from chainrule.core._registry import OpObserver, apply
 from chainrule.core.errors import ChainruleError, GradcheckError
 from chainrule.core.grad_mode import add_to, enable_grad, no_grad, remove_from
 from chainrule.core.tensor import Tensor
@@ -62,7 +62,7 @@ def _discrete(a: Any) -> np.ndarray:
     return a == 0 if a.dtype.kind == "c" else a
 
 
-class _Tracer:
+class _Tracer(OpObserver):
     """Observer that records every op run (for replay) and discrete decisions (for kink detection)."""
 
     def __init__(self, keep_ops: bool) -> None:
@@ -78,12 +78,6 @@ class _Tracer:
         if self.keep_ops and prim.vjps is not None:
             self.ops.append((prim, [np.array(d, copy=True) if isinstance(d, np.ndarray) else d
                                     for d in datas], dict(params)))
-
-    def on_save(self, node: Any) -> None:
-        pass
-
-    def on_save_function(self, ctx: Any) -> None:
-        pass
 
     def __enter__(self) -> _Tracer:
         add_to("observers", self)

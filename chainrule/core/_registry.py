@@ -290,6 +290,18 @@ def linear_jvps(prim_fn: Callable, n: int | None) -> tuple:
     return (rule(0),) if n is None else tuple(rule(i) for i in range(n))
 
 
+class OpObserver:
+    """A base for the members of ``STATE.observers`` that watch only the ops run (``on_op``, called
+    by ``apply``): the saves of a node's values (``on_save``) and of a cr.Function's
+    (``on_save_function``) they let pass."""
+
+    def on_save(self, node: Any) -> None:
+        """A node saved its values: nothing to do."""
+
+    def on_save_function(self, ctx: Any) -> None:
+        """A cr.Function saved its values: nothing to do."""
+
+
 def apply(prim: Primitive, xs: tuple, params: dict | None = None) -> Any:
     """Run ``prim`` on ``xs``: plain ndarrays in, ndarray out; any Tensor in, Tensor out (recorded)."""
     st = STATE.__dict__               # this thread's switches: one thread-local lookup, then dict reads

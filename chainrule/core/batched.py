@@ -25,6 +25,13 @@ _CONTROL = ("{what} needs the value of a batched tensor inside cr.vmap, but it d
             "check outside the vmapped function, or loop over the examples in Python")
 
 
+def _needs_one_value(what: str, error: type = VmapError) -> Any:
+    """A method of BatchedTensor that needs one value (``what``), which the examples do not share."""
+    def refuse(self: BatchedTensor) -> Any:
+        raise error(_CONTROL.format(what=what))
+    return refuse
+
+
 class BatchedTensor(Tensor):
     """The batch of one ``vmap`` level behind one example's view (see the module docstring).
 
@@ -99,20 +106,13 @@ class BatchedTensor(Tensor):
                 f"dtype={self.dtype})")
 
     # what needs one value raises: the examples differ
-    def item(self) -> Any:
-        raise VmapError(_CONTROL.format(what=".item()"))
-
-    def __bool__(self) -> bool:
-        raise VmapError(_CONTROL.format(what="bool() (an if, while, and/or or assert on a tensor)"))
-
-    def __float__(self) -> float:
-        raise VmapError(_CONTROL.format(what="float()"))
-
-    def __int__(self) -> int:
-        raise VmapError(_CONTROL.format(what="int()"))
-
-    def __index__(self) -> int:
-        raise VmapError(_CONTROL.format(what="using a tensor as a Python index"))
+    item = _needs_one_value(".item()")
+    __bool__ = _needs_one_value("bool() (an if, while, and/or or assert on a tensor)")
+    __float__ = _needs_one_value("float()")
+    __int__ = _needs_one_value("int()")
+    __index__ = _needs_one_value("using a tensor as a Python index")
+    numpy = _needs_one_value(".numpy()", VmapConversionError)
+    tolist = _needs_one_value(".tolist()")
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> Any:
         caller, ours = numpy_caller()
@@ -121,12 +121,6 @@ class BatchedTensor(Tensor):
         raise VmapConversionError(f"{caller or NUMPY_CALL} needs the values of a batched tensor inside cr.vmap, "
                                   f"but they differ from example to example: {fix}, move the NumPy call outside "
                                   f"the vmapped function, or loop over the examples in Python")
-
-    def numpy(self) -> Any:
-        raise VmapConversionError(_CONTROL.format(what=".numpy()"))
-
-    def tolist(self) -> Any:
-        raise VmapError(_CONTROL.format(what=".tolist()"))
 
     def detach(self) -> BatchedTensor:
         value = self.value.detach() if isinstance(self.value, Tensor) else self.value

@@ -276,6 +276,14 @@ def _group(name: str) -> _Group:
     return _GROUP
 
 
+def _rooted(name: str, role: str, root: int) -> _Group:
+    """The group of a collective rooted at rank ``root`` (its ``role``: src or dst), checked to have it."""
+    group = _group(name)
+    if not 0 <= root < group.size:
+        raise ValueError(f"{name}: {role}={root} is not a rank of a world of {group.size}")
+    return group
+
+
 def get_rank() -> int:
     return _group("get_rank").rank
 
@@ -379,9 +387,7 @@ def all_reduce(tensor: Any, op: ReduceOp = ReduceOp.SUM, async_op: bool = False)
 def broadcast(tensor: Any, src: int = 0, async_op: bool = False) -> Work | None:
     """Overwrite ``tensor`` on every rank with its value on rank ``src``."""
     name = "broadcast"
-    group = _group(name)
-    if not 0 <= src < group.size:
-        raise ValueError(f"{name}: src={src} is not a rank of a world of {group.size}")
+    group = _rooted(name, "src", src)
     arr = _array(tensor, name)
     if group.size == 1:
         return _run(group, name, None, None, async_op)
@@ -395,8 +401,10 @@ def broadcast(tensor: Any, src: int = 0, async_op: bool = False) -> Work | None:
     return _run(group, name, req, done, async_op)
 
 
-def _one_per_rank(name: str, what: str, tensors: list, group: Any, ref: Any, ref_name: str) -> list:
-    """The arrays of ``tensors``, checked: one per rank, each of ``ref``'s shape and dtype."""
+def _one_per_rank(name: str, what: str, tensors: list, group: Any, ref_tensor: Any, ref_name: str) -> tuple:
+    """``(the array of ref_tensor, the arrays of tensors)``, checked: one per rank, each of the
+    reference's shape and dtype."""
+    ref = _array(ref_tensor, name)
     if len(tensors) != group.size:
         raise ValueError(f"{name}: {what} has {len(tensors)} entries, the world has {group.size}")
     arrays = [_array(t, name) for t in tensors]
@@ -404,15 +412,14 @@ def _one_per_rank(name: str, what: str, tensors: list, group: Any, ref: Any, ref
         if a.shape != ref.shape or a.dtype != ref.dtype:
             raise ValueError(f"{name}: {what}[{i}] is {a.dtype}{list(a.shape)}, {ref_name} is "
                              f"{ref.dtype}{list(ref.shape)}")
-    return arrays
+    return ref, arrays
 
 
 def all_gather(tensor_list: list, tensor: Any, async_op: bool = False) -> Work | None:
     """Fill ``tensor_list[r]`` with rank r's ``tensor`` (same shape and dtype on every rank)."""
     name = "all_gather"
     group = _group(name)
-    arr = _array(tensor, name)
-    outs = _one_per_rank(name, "tensor_list", tensor_list, group, arr, "the tensor")
+    arr, outs = _one_per_rank(name, "tensor_list", tensor_list, group, tensor, "the tensor")
     send, _ = _wire(arr)
     recv = np.empty((group.size, *send.shape), send.dtype)
 
@@ -432,8 +439,7 @@ def reduce_scatter(output: Any, input_list: list, op: ReduceOp = ReduceOp.SUM,
     """``output`` on rank r becomes the reduction over ranks of their ``input_list[r]``."""
     name = "reduce_scatter"
     group = _group(name)
-    out = _array(output, name)
-    ins = _one_per_rank(name, "input_list", input_list, group, out, "the output")
+    out, ins = _one_per_rank(name, "input_list", input_list, group, output, "the output")
     mop = _op(group, op, name, out.dtype)
     if group.size == 1:
         np.copyto(out, ins[0])
@@ -465,9 +471,7 @@ def gather_object(obj: Any, object_gather_list: list | None = None, dst: int = 0
     >>> dist.destroy_process_group()
     """
     name = "gather_object"
-    group = _group(name)
-    if not 0 <= dst < group.size:
-        raise ValueError(f"{name}: dst={dst} is not a rank of a world of {group.size}")
+    group = _rooted(name, "dst", dst)
     if group.rank == dst and (object_gather_list is None or len(object_gather_list) != group.size):
         raise ValueError(f"{name}: on rank dst={dst} object_gather_list must be a list of "
                          f"{group.size} entries (one per rank)")

@@ -102,16 +102,13 @@ class Module:
             raise AttributeError(f"{type(self).__name__}: call super().__init__() before assigning "
                                  f"attributes in __init__")
         params, modules, buffers = self._parameters, self._modules, self._buffers
-        if isinstance(value, Parameter):
+        if isinstance(value, (Parameter, Module)):        # registered: in its store, and only there
+            store = params if isinstance(value, Parameter) else modules
             self.__dict__.pop(name, None)
-            modules.pop(name, None)
-            buffers.pop(name, None)
-            params[name] = value
-        elif isinstance(value, Module):
-            self.__dict__.pop(name, None)
-            params.pop(name, None)
-            buffers.pop(name, None)
-            modules[name] = value
+            for other in (params, modules, buffers):
+                if other is not store:
+                    other.pop(name, None)
+            store[name] = value
         elif name in params:
             if value is not None:
                 raise TypeError(f"{type(self).__name__}.{name} is a Parameter; assign a "
@@ -378,12 +375,16 @@ class _BackwardHookState:
         return grad_input
 
 
-class _HookIn(Function):
+class _HookEnd(Function):
+    """An end of a module's backward hooks (its inputs, its outputs): the identity, keeping the state."""
+
     @staticmethod
     def forward(ctx: Any, state: _BackwardHookState, *xs: Any) -> tuple:
         ctx.state = state
         return tuple(xs)
 
+
+class _HookIn(_HookEnd):
     @staticmethod
     def backward(ctx: Any, *gs: Any) -> tuple:
         state = ctx.state
@@ -394,12 +395,7 @@ class _HookIn(Function):
         return (None,) + tuple(res[slot] for slot in state.slots)
 
 
-class _HookOut(Function):
-    @staticmethod
-    def forward(ctx: Any, state: _BackwardHookState, *outs: Any) -> tuple:
-        ctx.state = state
-        return tuple(outs)
-
+class _HookOut(_HookEnd):
     @staticmethod
     def backward(ctx: Any, *gs: Any) -> tuple:
         state = ctx.state

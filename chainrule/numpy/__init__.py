@@ -21,7 +21,6 @@ from chainrule.core._registry import (  # noqa: F401
 from chainrule.core._registry import complex_error as complex_error  # (for forward mode)
 from chainrule.core.errors import UnsupportedArgument, VmapError
 from chainrule.core.grad_mode import STATE, no_grad
-from chainrule.core.graph import rebase
 from chainrule.core.tensor import Tensor, graph_role
 from chainrule.numpy import (
     _methods,
@@ -43,7 +42,7 @@ from chainrule.numpy import (
 from chainrule.numpy import (
     statistics as numpy_stats,
 )
-from chainrule.numpy._methods import _operand, _write_batched
+from chainrule.numpy._methods import _commit, _operand, _write_batched
 from chainrule.numpy._methods import after_write as after_write  # (these three: for cr.Function.mark_dirty)
 from chainrule.numpy._methods import check_in_place as check_in_place
 from chainrule.numpy._methods import fresh as fresh
@@ -293,7 +292,7 @@ for _module in CHAPTERS:
 _UFUNCS.update(special.NUMPY)
 
 
-# ----- which NumPy functions are math: one table, consulted by _fallback and by chainrule.coverage -----
+# ----- which NumPy functions are math: one table, consulted by _fallback and by tools/coverage.py -----
 # (b) not differentiable by nature: integer, boolean or index results, and results that do not depend
 # on the input's values; (c) not array math: creation from sizes, I/O, printing, dtype and memory
 # queries, configuration. Everything else in NumPy's namespace is (a), differentiable math. On
@@ -709,9 +708,7 @@ def _at_method(name: str, ufunc: Any, fn: Any, inputs: tuple, kwargs: dict) -> N
     if a._level or _batched(value) or dynamic:
         _write_batched(a, new, name)
         return None
-    rebase(a._assign(new, name), new)
-    if a._family is not None:
-        after_write(a)
+    _commit(a, new, name)
     return None
 
 

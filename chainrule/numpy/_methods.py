@@ -66,10 +66,7 @@ def _in_place(op: Any, symbol: str) -> Any:
     def method(self: Tensor, other: Any) -> Tensor:
         if self._level or isinstance(other, Tensor) and other._level:
             return _write_batched(self, op(_batched_operand(self, symbol, other), other), symbol)
-        new = op(_operand(self, symbol, other), other)
-        rebase(self._assign(new, symbol), new)
-        if self._family is not None:
-            after_write(self)
+        _commit(self, op(_operand(self, symbol, other), other), symbol)
         return self
     return method
 
@@ -79,10 +76,15 @@ def _setitem(self: Tensor, index: Any, value: Any) -> None:
             any(isinstance(i, Tensor) and i._level for i in (index if isinstance(index, tuple) else (index,))):
         _write_batched(self, S.index_put(_batched_operand(self, "__setitem__", value), index, value), "__setitem__")
         return
-    new = S.index_put(_operand(self, "__setitem__", value), index, value)
-    rebase(self._assign(new, "__setitem__"), new)
-    if self._family is not None:
-        after_write(self)
+    _commit(self, S.index_put(_operand(self, "__setitem__", value), index, value), "__setitem__")
+
+
+def _commit(t: Tensor, new: Any, op: str) -> None:
+    """The end of an in-place ``op`` outside cr.vmap: ``t`` takes the value and history of ``new``,
+    and so do its bases and views."""
+    rebase(t._assign(new, op), new)
+    if t._family is not None:
+        after_write(t)
 
 
 def _batched_operand(t: Tensor, op: str, other: Any) -> Any:

@@ -93,6 +93,14 @@ def _axis1(axis: Any, ndim: int, op: str) -> int:
     return normalize_axis(operator.index(axis), ndim, op)[0]
 
 
+def _along_axis(a: Any, axis: Any, op: str) -> tuple:
+    """``(a, axis)`` read as NumPy's ``axis=`` of one axis: ``a`` as an array, flattened for None."""
+    a = _arr(a)
+    if axis is None:
+        return ravel(a), 0
+    return a, _axis1(axis, _ndim(a), op)
+
+
 def _gather(x: Any, flat_index: Any) -> Any:
     """``x.flat[flat_index]`` (any shape of integer index): a differentiable gather."""
     return getitem(ravel(x), np.asarray(flat_index, dtype=np.intp))

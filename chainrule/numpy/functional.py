@@ -34,11 +34,8 @@ def piecewise(x: Any, condlist: Any, funclist: Sequence[Any], *args: Any, **kw: 
         condlist = [condlist]
     conds = np.asarray(_raw_tree(list(condlist) if isinstance(condlist, (list, tuple)) else condlist),
                        dtype=bool)
-    n = len(conds)
-    if n == n2 - 1:
+    if _with_otherwise(len(conds), n2):
         conds = np.concatenate([conds, ~np.any(conds, axis=0, keepdims=True)], axis=0)
-    elif n != n2:
-        raise ShapeError(f"with {n} condition(s), either {n} or {n + 1} functions are expected")
     y: Any = np.zeros(_shape(x), _dtype(x))
     for cond, func in zip(conds, funclist):
         if not callable(func):
@@ -50,6 +47,14 @@ def piecewise(x: Any, condlist: Any, funclist: Sequence[Any], *args: Any, **kw: 
     return _as_result(y, (x,))
 
 
+def _with_otherwise(n: int, n2: int) -> bool:
+    """Whether ``n`` conditions for ``n2`` functions leave the last function for "otherwise" (n2 = n + 1);
+    else there must be one function per condition."""
+    if n != n2 and n != n2 - 1:
+        raise ShapeError(f"with {n} condition(s), either {n} or {n + 1} functions are expected")
+    return n == n2 - 1
+
+
 def _piecewise_batched(x: Any, condlist: Any, funclist: Sequence[Any], args: tuple, kw: dict) -> Any:
     """``piecewise`` with batched conditions (inside cr.vmap): each function runs on all of ``x`` and
     a where picks its values (which elements a condition selects depends on the values)."""
@@ -57,14 +62,11 @@ def _piecewise_batched(x: Any, condlist: Any, funclist: Sequence[Any], args: tup
         condlist = [condlist]
     conds = [broadcast_to(c if isinstance(c, Tensor) else np.asarray(_raw(c), dtype=bool), _shape(x))
              for c in condlist]
-    n, n2 = len(conds), len(funclist)
-    if n == n2 - 1:
+    if _with_otherwise(len(conds), len(funclist)):
         rest = conds[0]
         for c in conds[1:]:
             rest = rest | c
         conds.append(~rest)
-    elif n != n2:
-        raise ShapeError(f"with {n} condition(s), either {n} or {n + 1} functions are expected")
     y: Any = np.zeros(_shape(x), _dtype(x))
     for cond, func in zip(conds, funclist):
         vals = func(x, *args, **kw) if callable(func) else func

@@ -18,12 +18,12 @@ from chainrule.core.batched import is_batched
 from chainrule.core.errors import DTypeError, GraphError, ShapeError, numpy_caller
 from chainrule.core.tensor import Tensor, graph_role
 from chainrule.numpy._util import (
+    _along_axis,
     _arr,
     _as_result,
     _axis1,
     _dtype,
     _gather,
-    _ndim,
     _raw,
     _raw_tree,
     _shape,
@@ -114,10 +114,7 @@ def compress(condition: Any, a: Any, axis: Any = None, out: Any = None) -> Any:
     if cond.ndim != 1:
         raise ShapeError("condition must be a 1-d array")
     index = np.nonzero(cond)[0]
-    a = _arr(a)
-    if axis is None:
-        a, axis = ravel(a), 0
-    axis = _axis1(axis, _ndim(a), "compress")
+    a, axis = _along_axis(a, axis, "compress")
     n = _shape(a)[axis]
     if index.size and index[-1] >= n:
         raise IndexError(f"index {index[-1]} is out of bounds for axis {axis} with size {n}")

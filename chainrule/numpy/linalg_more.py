@@ -245,6 +245,16 @@ def outer(x1: Any, x2: Any, /) -> Any:
     return reshape(x1, (-1, 1)) * reshape(x2, (1, -1))
 
 
+def _vector_pair(x1: Any, x2: Any, axis: int, op: str) -> tuple:
+    """``(x1, x2)`` as arrays, checked to have an axis ``axis`` (cross's and vecdot's)."""
+    x1, x2 = _arr(x1), _arr(x2)
+    for s in (x1.shape, x2.shape):
+        if not -len(s) <= axis < len(s):
+            raise ShapeError(f"{op}: axis {axis} is out of range for shapes {tuple(x1.shape)} and "
+                             f"{tuple(x2.shape)}")
+    return x1, x2
+
+
 def cross(x1: Any, x2: Any, /, *, axis: int = -1) -> Any:
     """Cross product of (broadcast stacks of) 3-vectors along ``axis``, as ``numpy.linalg.cross``.
 
@@ -252,11 +262,7 @@ def cross(x1: Any, x2: Any, /, *, axis: int = -1) -> Any:
     >>> cr.numpy.linalg_more.cross(cr.tensor([1.0, 0.0, 0.0]), cr.tensor([0.0, 1.0, 0.0]))
     tensor([0., 0., 1.])
     """
-    x1, x2 = _arr(x1), _arr(x2)
-    for s in (x1.shape, x2.shape):
-        if not -len(s) <= axis < len(s):
-            raise ShapeError(f"cross: axis {axis} is out of range for shapes {tuple(x1.shape)} and "
-                             f"{tuple(x2.shape)}")
+    x1, x2 = _vector_pair(x1, x2, axis, "cross")
     if x1.shape[axis] != 3 or x2.shape[axis] != 3:
         raise ShapeError(f"cross: both inputs must be (stacks of) 3-vectors along axis {axis}, got shapes "
                          f"{tuple(x1.shape)} and {tuple(x2.shape)} ({x1.shape[axis]} and {x2.shape[axis]} "
@@ -275,11 +281,7 @@ def vecdot(x1: Any, x2: Any, /, *, axis: int = -1) -> Any:
     >>> cr.numpy.linalg_more.vecdot(cr.tensor([[1.0, 2.0], [3.0, 4.0]]), cr.tensor([1.0, 1.0]))
     tensor([3., 7.])
     """
-    x1, x2 = _arr(x1), _arr(x2)
-    for s in (x1.shape, x2.shape):
-        if not -len(s) <= axis < len(s):
-            raise ShapeError(f"vecdot: axis {axis} is out of range for shapes {tuple(x1.shape)} and "
-                             f"{tuple(x2.shape)}")
+    x1, x2 = _vector_pair(x1, x2, axis, "vecdot")
     if x1.shape[axis] != x2.shape[axis]:
         raise ShapeError(f"vecdot: the vectors along axis {axis} differ in length: shapes {tuple(x1.shape)} "
                          f"and {tuple(x2.shape)} ({x1.shape[axis]} != {x2.shape[axis]})")

@@ -9,8 +9,8 @@ from typing import Any
 from chainrule.core._backend import np
 from chainrule.core.batched import batched_like, is_batched, whole_batch
 from chainrule.core.errors import DTypeError
-from chainrule.numpy._util import _arr, _axis1, _ndim, _raw, _raw_tree, _take_along, _value_dependent
-from chainrule.ops.shape import ravel, take_along_axis
+from chainrule.numpy._util import _along_axis, _ndim, _raw, _raw_tree, _take_along, _value_dependent
+from chainrule.ops.shape import take_along_axis
 
 
 # ----- choices by value: NumPy chooses, chainrule gathers -----
@@ -32,10 +32,7 @@ def partition(a: Any, kth: Any, axis: Any = -1, kind: str = "introselect", order
     """
     if order is not None:
         raise DTypeError("partition: order= applies to structured arrays, which chainrule does not hold")
-    a = _arr(a)
-    if axis is None:
-        a, axis = ravel(a), 0
-    axis = _axis1(axis, _ndim(a), "partition")
+    a, axis = _along_axis(a, axis, "partition")
     if is_batched(a):
         # NumPy's arrangement of each example (its own partition), computed on the whole batch
         data = whole_batch(a)

@@ -23,7 +23,7 @@ from chainrule.ops.elementwise import _abs2, _zero_at_zero, abs, astype, conj, s
 from chainrule.ops.linalg import _per_batch, inv, matmul
 from chainrule.ops.reduction import amax, amin, sum
 from chainrule.ops.shape import expand_dims, moveaxis, ravel, real, reshape, squeeze
-from chainrule.ops.spectral import PINV, _as_dtype, _floating, _matrices, _NoValue, _square, svdvals
+from chainrule.ops.spectral import PINV, _as_dtype, _floating, _matrices, _NoValue, _square, _svd_input, svdvals
 
 
 def pinv(a: Any, rcond: Any = None, hermitian: bool = False, *, rtol: Any = _NoValue) -> Any:
@@ -37,10 +37,7 @@ def pinv(a: Any, rcond: Any = None, hermitian: bool = False, *, rtol: Any = _NoV
     tensor([[0.5, 0. ],
             [0. , 0. ]])
     """
-    a = _floating(a)
-    shape = _matrices(a, "pinv")
-    if hermitian:
-        _square(a, "pinv")
+    a, shape = _svd_input(a, hermitian, "pinv")
     dtype = raw(a).dtype
     if rcond is None:
         if rtol is _NoValue:

@@ -102,16 +102,18 @@ def nanprod(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdi
 
 def nancumsum(a: Any, axis: Any = None, dtype: Any = None, out: Any = None) -> Any:
     """Cumulative sum treating NaN as 0 (``numpy.nancumsum``)."""
-    no_out("nancumsum", out)
-    x = _replaced(a, 0.0)[0]
-    return cumsum(x, axis, dtype)
+    return _nan_cumulative(cumsum, 0.0, a, axis, dtype, out, "nancumsum")
 
 
 def nancumprod(a: Any, axis: Any = None, dtype: Any = None, out: Any = None) -> Any:
     """Cumulative product treating NaN as 1 (``numpy.nancumprod``)."""
-    no_out("nancumprod", out)
-    x = _replaced(a, 1.0)[0]
-    return cumprod(x, axis, dtype)
+    return _nan_cumulative(cumprod, 1.0, a, axis, dtype, out, "nancumprod")
+
+
+def _nan_cumulative(op: Any, identity: float, a: Any, axis: Any, dtype: Any, out: Any, name: str) -> Any:
+    """``op`` (cumsum, cumprod) of ``a`` with its NaNs replaced by the op's ``identity``."""
+    no_out(name, out)
+    return op(_replaced(a, identity)[0], axis, dtype)
 
 
 def nanmean(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims: bool = False) -> Any:

@@ -121,16 +121,29 @@ def _check_block(x: Any, near: Any, wd: Any, op: str, kind: str) -> None:
         raise _basis_error(op, kind, float(wb[i]), float(wb[j]), bool(basis))
 
 
+def _significant(t: Any, near: Any) -> Any:
+    """Where in the clusters ``near`` the tangent or cotangent ``t`` is not ~0 (relative to its largest)."""
+    td = np.abs(whole_batch(t))
+    return near & (td > np.sqrt(_eps(td.dtype)) * _max_abs(t))
+
+
+def _first_repeated(bad: Any, near: Any, wd: Any) -> float | None:
+    """The repeated value (of ``wd``) at the first entry where ``bad`` holds; None where none does."""
+    if not bad.any():
+        return None
+    idx = _first(bad, near.shape)
+    return float(np.broadcast_to(wd, near.shape[:-1])[idx[:-1]])
+
+
 def _check_inside(x: Any, near: Any, wd: Any, op: str, kind: str) -> None:
     """Reverse mode through eigvalsh's/svdvals' own derivative rules (a gradient of a jvp, a third
     derivative): inside a cluster those rules use the basis their tangent picks, which a reverse pass
     cannot follow. Raise where its cotangent reaches a cluster."""
-    bad = _reaching(x, near)
-    if bad.any():
-        idx = _first(bad, near.shape)
+    at = _first_repeated(_reaching(x, near), near, wd)
+    if at is not None:
         raise ValueError(
             f"{op}: a reverse-mode derivative of its derivative (cr.grad of a cr.jvp, or a third derivative) at "
-            f"repeated {kind} ({float(np.broadcast_to(wd, near.shape[:-1])[idx[:-1]]):.8g}) is not supported: "
+            f"repeated {kind} ({at:.8g}) is not supported: "
             f"inside the repeated block the rules use the basis that the tangent picks, which reverse mode cannot "
             f"follow. Second derivatives are exact with cr.hvp, cr.jvp(cr.grad(f)) and cr.hessian; or split the "
             f"{kind} (perturb the matrix)")
@@ -141,10 +154,8 @@ def _check_order(x: Any, near: Any, p: Any, w: Any, op: str, kind: str, order: i
     level: its adapted basis is exact for one more order only (the next needs the basis' derivative)."""
     tans = getattr(x, "_tangents", None)
     if tans and len([lv for lv in tans if lv <= STATE.fw_visible and lv in STATE.fw_levels]) > 1:
-        pd = np.abs(whole_batch(p))
         cluster = near | np.eye(near.shape[-1], dtype=bool)
-        if (cluster & np.broadcast_to(near.any(axis=-1, keepdims=True), near.shape)
-                & (pd > np.sqrt(_eps(pd.dtype)) * _max_abs(p))).any():
+        if _significant(p, cluster & np.broadcast_to(near.any(axis=-1, keepdims=True), near.shape)).any():
             raise ValueError(f"{op}: derivatives of order {order + 2} and higher at repeated {kind} by nested "
                              f"forward mode are not supported (they need the derivative of the basis inside the "
                              f"repeated block); second derivatives are exact (cr.hvp, cr.hessian, jvp of jvp), and "
@@ -156,13 +167,11 @@ def _check_mixed(p: Any, near: Any, w: Any, op: str, kind: str) -> None:
     """A third derivative along different directions needs the derivative of the divided differences
     inside a cluster, which is not computed: raise where the tangent, in the basis its outer
     directions pick, still reaches the cluster's off-diagonal entries."""
-    pd = np.abs(whole_batch(p))
-    bad = near & (pd > np.sqrt(_eps(pd.dtype)) * _max_abs(p))
-    if bad.any():
-        idx = _first(bad, near.shape)
+    at = _first_repeated(_significant(p, near), near, whole_batch(w))
+    if at is not None:
         raise ValueError(
             f"{op}: third (and higher) derivatives of a function of the {kind} along different directions at "
-            f"repeated {kind} ({float(np.broadcast_to(whole_batch(w), near.shape[:-1])[idx[:-1]]):.8g}) are not "
+            f"repeated {kind} ({at:.8g}) are not "
             f"supported: they need the derivative of the gradient's divided differences inside the repeated block. "
             f"Along one direction (cr.jvp of cr.hvp with the same tangent), and to second order in any directions "
             f"(cr.hvp, cr.hessian), they are exact; or split the {kind} (perturb the matrix)")
@@ -179,11 +188,9 @@ def _second_order_error(op: str, kind: str, a: float) -> ValueError:
 
 
 def _check_reverse_blocks(x: Any, near: Any, wd: Any, op: str, kind: str) -> None:
-    xd = np.abs(whole_batch(x))
-    bad = near & (xd > np.sqrt(_eps(xd.dtype)) * _max_abs(x))
-    if bad.any():
-        idx = _first(bad, near.shape)
-        raise _second_order_error(op, kind, float(np.broadcast_to(wd, near.shape[:-1])[idx[:-1]]))
+    at = _first_repeated(_significant(x, near), near, wd)
+    if at is not None:
+        raise _second_order_error(op, kind, at)
 
 
 def _zero_sv_error(op: str, what: str) -> ValueError:

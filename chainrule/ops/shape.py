@@ -50,15 +50,8 @@ RESHAPE = defprim("reshape", lambda x, shape, in_shape: np.reshape(x, shape),
                   flops=_NOFLOP, kind="shape", complex="linear")
 
 
-def _inverse_perm(axes: Sequence[int]) -> tuple[int, ...]:
-    inv = [0] * len(axes)
-    for i, a in enumerate(axes):
-        inv[a] = i
-    return tuple(inv)
-
-
 TRANSPOSE = defprim("transpose", lambda x, axes: np.transpose(x, axes),
-                    vjps=(lambda g, out, x, axes: transpose(g, _inverse_perm(axes)),), jvps="linear",
+                    vjps=(lambda g, out, x, axes: transpose(g, inverse(axes)),), jvps="linear",
                     flops=_NOFLOP, kind="shape", complex="linear")
 # The engine sums a cotangent back to the input's shape, so broadcast_to's rule is the identity.
 BROADCAST_TO = defprim("broadcast_to", lambda x, shape: np.broadcast_to(x, shape),

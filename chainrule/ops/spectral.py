@@ -106,10 +106,12 @@ from chainrule.ops._degenerate import (
     _reaching,
     _zero_sv_error,
 )
+from chainrule.ops.decompositions import _diag
+from chainrule.ops.decompositions import _mh as _mH
 from chainrule.ops.elementwise import abs, astype, conj, sign, where
 from chainrule.ops.linalg import _per_batch, matmul
 from chainrule.ops.reduction import sum
-from chainrule.ops.shape import concatenate, diagonal, expand_dims, imag, real, swapaxes, take_along_axis
+from chainrule.ops.shape import concatenate, expand_dims, imag, real, take_along_axis
 
 _NoValue = object()
 
@@ -119,20 +121,8 @@ def _is_complex(x: Any) -> bool:
     return raw(x).dtype.kind == "c"
 
 
-def _mT(x: Any) -> Any:
-    return swapaxes(x, -1, -2)
-
-
-def _mH(x: Any) -> Any:
-    return conj(_mT(x)) if _is_complex(x) else _mT(x)
-
-
 def _herm(t: Any) -> Any:
     return (t + _mH(t)) * 0.5
-
-
-def _diag(x: Any) -> Any:
-    return diagonal(x, 0, -2, -1)
 
 
 def _diag_embed(d: Any) -> Any:
@@ -177,6 +167,15 @@ def _floating(a: Any) -> Any:
         d = np.asarray(d)
         a = d
     return astype(a, np.float64) if d.dtype.kind in "biu" else a
+
+
+def _svd_input(a: Any, hermitian: bool, op: str) -> tuple:
+    """``(a, its shape)`` for an SVD-based ``op``: floating matrices, square ones if ``hermitian``."""
+    a = _floating(a)
+    shape = _matrices(a, op)
+    if hermitian:
+        _square(a, op)
+    return a, shape
 
 
 # ----- eigh -----
@@ -823,10 +822,8 @@ def svd(a: Any, full_matrices: bool = True, compute_uv: bool = True, hermitian: 
     tensor([[ 1.,  0.],
             [ 0., -1.]])
     """
-    a = _floating(a)
-    shape = _matrices(a, "svd")
+    a, shape = _svd_input(a, hermitian, "svd")
     if hermitian:
-        _square(a, "svd")
         return _hermitian_svd(a, compute_uv)
     if not compute_uv:
         return apply(SVDVALS, (a,))

@@ -124,6 +124,14 @@ def _fixed(v: Any) -> Any:
     return wrap(raw(v)) if isinstance(v, Tensor) else v
 
 
+def _with_args(args: list, at: list, values: tuple) -> list:
+    """A copy of ``args`` with ``values`` in the places ``at`` (the arguments a derivative moves)."""
+    full = list(args)
+    for i, v in zip(at, values):
+        full[i] = v
+    return full
+
+
 def _live(v: Any) -> bool:
     """Does ``v`` take part in a derivative being recorded or pushed (grad or visible tangents)?"""
     if not isinstance(v, Tensor):
@@ -247,10 +255,7 @@ def _adjoint_rhs(problem: _Problem, y_at: Callable, dargs: list, live: list) -> 
 
     def call(tau: float) -> Callable:
         def fn(y: Any, *ps: Any) -> Any:
-            full = list(dargs)
-            for i, p in zip(live, ps):
-                full[i] = p
-            return problem.call(y, tau, full)
+            return problem.call(y, tau, _with_args(dargs, live, ps))
         return fn
 
     def rhs(s: np.ndarray, tau: float) -> np.ndarray:
@@ -343,10 +348,7 @@ def _sensitivities(problem: _Problem, ys: np.ndarray, y0: np.ndarray, t: np.ndar
     now = [float(t[0])]
 
     def call(y: Any, *mp: Any) -> Any:
-        full = list(fixed)
-        for i, p in zip(moving, mp):
-            full[i] = p
-        return problem.call(y, now[0], full)
+        return problem.call(y, now[0], _with_args(fixed, moving, mp))
 
     def rhs(z: np.ndarray, tv: float) -> np.ndarray:
         now[0] = float(tv)

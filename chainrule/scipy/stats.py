@@ -242,36 +242,16 @@ class _Continuous(_Dist):
         return zs, ss, (None if scale is None else _keep(cond, scale, 1.0))
 
     def logpdf(self, x: Any, *args: Any, **kwds: Any) -> Any:
-        z, zd, shapes, shd, scale, cond0, tensor = self._standard(x, args, kwds, "logpdf")
-        with np.errstate(all="ignore"):
-            cond, bad = self._conds(zd, cond0, True)
-            zs, ss, sc = self._safe(cond, z, shapes, scale)
-            val = self._logpdf(zs, *ss) - ops.log(sc)
-            return _finish(_fill(cond, val, -np.inf, bad), tensor)
+        return self._density(x, args, kwds, "logpdf", self._logpdf, log=True)
 
     def pdf(self, x: Any, *args: Any, **kwds: Any) -> Any:
-        z, zd, shapes, shd, scale, cond0, tensor = self._standard(x, args, kwds, "pdf")
-        with np.errstate(all="ignore"):
-            cond, bad = self._conds(zd, cond0, True)
-            zs, ss, sc = self._safe(cond, z, shapes, scale)
-            val = self._pdf(zs, *ss) / sc
-            return _finish(_fill(cond, val, 0.0, bad), tensor)
+        return self._density(x, args, kwds, "pdf", self._pdf, log=False)
 
     def cdf(self, x: Any, *args: Any, **kwds: Any) -> Any:
-        z, zd, shapes, shd, scale, cond0, tensor = self._standard(x, args, kwds, "cdf")
-        with np.errstate(all="ignore"):
-            cond, bad = self._conds(zd, cond0, False)
-            zs, ss, _ = self._safe(cond, z, shapes)
-            val = self._cdf(zs, *ss)
-            return _finish(_fill(cond, val, 0.0, bad, ((zd >= self.b) & cond0, 1.0)), tensor)
+        return self._probability(x, args, kwds, "cdf", self._cdf, log=False, upper=False)
 
     def logcdf(self, x: Any, *args: Any, **kwds: Any) -> Any:
-        z, zd, shapes, shd, scale, cond0, tensor = self._standard(x, args, kwds, "logcdf")
-        with np.errstate(all="ignore"):
-            cond, bad = self._conds(zd, cond0, False)
-            zs, ss, _ = self._safe(cond, z, shapes)
-            val = self._logcdf(zs, *ss)
-            return _finish(_fill(cond, val, -np.inf, bad, ((zd >= self.b) & cond0, 0.0)), tensor)
+        return self._probability(x, args, kwds, "logcdf", self._logcdf, log=True, upper=False)
 
     def sf(self, x: Any, *args: Any, **kwds: Any) -> Any:
         """The survival function 1 - cdf, as SciPy's ``sf`` (no cancellation in the upper tail).
@@ -280,21 +260,34 @@ class _Continuous(_Dist):
         >>> round(float(cr.stats.norm.sf(3.0)), 6)
         0.00135
         """
-        z, zd, shapes, shd, scale, cond0, tensor = self._standard(x, args, kwds, "sf")
-        with np.errstate(all="ignore"):
-            cond, bad = self._conds(zd, cond0, False)
-            zs, ss, _ = self._safe(cond, z, shapes)
-            val = self._sf(zs, *ss)
-            return _finish(_fill(cond, val, 0.0, bad, ((zd <= self.a) & cond0, 1.0)), tensor)
+        return self._probability(x, args, kwds, "sf", self._sf, log=False, upper=True)
 
     def logsf(self, x: Any, *args: Any, **kwds: Any) -> Any:
         """log of the survival function, as SciPy's ``logsf`` (finite far in the upper tail)."""
-        z, zd, shapes, shd, scale, cond0, tensor = self._standard(x, args, kwds, "logsf")
+        return self._probability(x, args, kwds, "logsf", self._logsf, log=True, upper=True)
+
+    def _density(self, x: Any, args: tuple, kwds: dict, method: str, f: Any, log: bool) -> Any:
+        """logpdf (``log``) and pdf: ``f`` of the standard form on the (closed) support, divided by the
+        scale; 0 (log: -inf) outside it, NaN for invalid parameters and NaN x."""
+        z, zd, shapes, _, scale, cond0, tensor = self._standard(x, args, kwds, method)
+        with np.errstate(all="ignore"):
+            cond, bad = self._conds(zd, cond0, True)
+            zs, ss, sc = self._safe(cond, z, shapes, scale)
+            val = f(zs, *ss) - ops.log(sc) if log else f(zs, *ss) / sc
+            return _finish(_fill(cond, val, -np.inf if log else 0.0, bad), tensor)
+
+    def _probability(self, x: Any, args: tuple, kwds: dict, method: str, f: Any, log: bool, upper: bool) -> Any:
+        """cdf, logcdf and (``upper``) sf, logsf: ``f`` of the standard form inside the (open) support;
+        beyond its end on the tail's side 0 (log: -inf), beyond the other end 1 (log: 0); NaN for
+        invalid parameters and NaN x."""
+        z, zd, shapes, _, _, cond0, tensor = self._standard(x, args, kwds, method)
         with np.errstate(all="ignore"):
             cond, bad = self._conds(zd, cond0, False)
             zs, ss, _ = self._safe(cond, z, shapes)
-            val = self._logsf(zs, *ss)
-            return _finish(_fill(cond, val, -np.inf, bad, ((zd <= self.a) & cond0, 0.0)), tensor)
+            val = f(zs, *ss)
+            certain = (zd <= self.a) if upper else (zd >= self.b)
+            return _finish(_fill(cond, val, -np.inf if log else 0.0, bad, (certain & cond0, 0.0 if log else 1.0)),
+                           tensor)
 
     # the standard form; _pdf, _logcdf, _sf and _logsf have SciPy's defaults
     def _pdf(self, z: Any, *shapes: Any) -> Any:
@@ -383,18 +376,19 @@ class _Discrete(_Dist):
         return _keep(cond, k, 0.0), [_keep(cond, s, v) for s, v in zip(shapes, self.safe_shapes)]
 
     def logpmf(self, k: Any, *args: Any, **kwds: Any) -> Any:
-        k, kd, shapes, shd, cond0, tensor = self._standard(k, args, kwds, "logpmf")
-        with np.errstate(all="ignore"):
-            cond = cond0 & (kd >= self.a) & (kd <= self._b(*shd)) & (np.floor(kd) == kd)
-            ks, ss = self._safe(cond, k, shapes)
-            return _finish(_fill(cond, self._logpmf(ks, *ss), -np.inf, ~cond0 | np.isnan(kd)), tensor)
+        return self._mass(k, args, kwds, "logpmf", self._logpmf, -np.inf)
 
     def pmf(self, k: Any, *args: Any, **kwds: Any) -> Any:
-        k, kd, shapes, shd, cond0, tensor = self._standard(k, args, kwds, "pmf")
+        return self._mass(k, args, kwds, "pmf", self._pmf, 0.0)
+
+    def _mass(self, k: Any, args: tuple, kwds: dict, method: str, f: Any, outside: float) -> Any:
+        """logpmf and pmf: ``f`` at the integers of the support, ``outside`` elsewhere, NaN for invalid
+        parameters and NaN k."""
+        k, kd, shapes, shd, cond0, tensor = self._standard(k, args, kwds, method)
         with np.errstate(all="ignore"):
             cond = cond0 & (kd >= self.a) & (kd <= self._b(*shd)) & (np.floor(kd) == kd)
             ks, ss = self._safe(cond, k, shapes)
-            return _finish(_fill(cond, self._pmf(ks, *ss), 0.0, ~cond0 | np.isnan(kd)), tensor)
+            return _finish(_fill(cond, f(ks, *ss), outside, ~cond0 | np.isnan(kd)), tensor)
 
     def cdf(self, k: Any, *args: Any, **kwds: Any) -> Any:
         k, kd, shapes, shd, cond0, tensor = self._standard(k, args, kwds, "cdf")

@@ -53,27 +53,31 @@ def small_gradient_network(say: Callable[[str], None] = print) -> None:
         return 1e-4 * cr.mean((h @ params[-1] - y) ** 2)   # a small loss: a late-training regime
 
     loss_fn().backward()
-    ref = [p.grad.numpy() for p in params]
+    ref = _take_grads(params)
     say(f"network 32-64-64-1 (tanh), loss {loss_fn().item():.2e}: float32 gradient elements "
           f"{sum(g.size for g in ref)}, exactly zero {_zero_frac(ref):.1%}")
-    for p in params:
-        p.grad = None
     with cr.autocast(dtype=cr.float16):
         loss = loss_fn()
     loss.backward()
-    plain = [p.grad.numpy() for p in params]
+    plain = _take_grads(params)
     say(f"float16 autocast, no scaling: gradients flushed to zero {_zero_frac(plain):.1%}, "
           f"median relative error {_median_rel(plain, ref):.1e}")
-    for p in params:
-        p.grad = None
     scaler = cr.amp.GradScaler()
     with cr.autocast(dtype=cr.float16):
         loss = loss_fn()
     scaler.scale(loss).backward()
     scaler.unscale_(opt)
-    scaled = [p.grad.numpy() for p in params]
+    scaled = _take_grads(params)
     say(f"float16 autocast + GradScaler (scale 2^16): gradients flushed to zero "
           f"{_zero_frac(scaled):.1%}, median relative error {_median_rel(scaled, ref):.1e}")
+
+
+def _take_grads(params: list) -> list:
+    """The parameters' gradients as arrays, cleared from the parameters for the next backward."""
+    grads = [p.grad.numpy() for p in params]
+    for p in params:
+        p.grad = None
+    return grads
 
 
 class _Plain:
