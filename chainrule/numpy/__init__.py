@@ -217,43 +217,6 @@ from chainrule.ops.shape import getitem as getitem
 from chainrule.ops.shape import index_put as index_put
 from chainrule.ops.shape import scatter_add as scatter_add
 
-_UFUNCS = {np.conjugate: conj, np.add: add, np.subtract: subtract, np.multiply: multiply, np.divide: divide,
-           np.true_divide: divide, np.power: power, np.negative: negative, np.exp: exp,
-           np.exp2: exp2, np.log: log, np.log2: log2, np.log10: log10, np.log1p: log1p,
-           np.expm1: expm1, np.sqrt: sqrt, np.cbrt: cbrt, np.sin: sin, np.cos: cos, np.tan: tan,
-           np.arcsin: arcsin, np.arccos: arccos, np.arctan: arctan, np.sinh: sinh, np.cosh: cosh,
-           np.tanh: tanh, np.arcsinh: arcsinh, np.arccosh: arccosh, np.arctanh: arctanh,
-           np.absolute: abs, np.fabs: abs, np.sign: sign, np.floor: floor, np.ceil: ceil,
-           np.rint: round, np.reciprocal: reciprocal, np.square: square, np.maximum: maximum,
-           np.minimum: minimum, np.fmax: fmax, np.fmin: fmin, np.arctan2: arctan2,
-           np.hypot: hypot, np.logaddexp: logaddexp, np.remainder: mod, np.floor_divide: floor_divide,
-           np.divmod: divmod, np.matmul: matmul,
-           np.less: less, np.less_equal: less_equal, np.greater: greater,
-           np.greater_equal: greater_equal, np.equal: equal, np.not_equal: not_equal,
-           np.logical_and: logical_and, np.logical_or: logical_or, np.logical_not: logical_not,
-           np.isnan: isnan, np.isfinite: isfinite, np.isinf: isinf, np.vecdot: linalg_more.vecdot}
-
-_FUNCTIONS = {np.sum: sum, np.mean: mean, np.prod: prod, np.max: amax, np.amax: amax, np.min: amin,
-              np.amin: amin, np.var: var, np.std: std, np.cumsum: cumsum, np.cumprod: cumprod,
-              np.argmax: argmax, np.argmin: argmin, np.argsort: argsort, np.sort: sort,
-              np.average: average, np.dot: dot, np.vdot: vdot, np.inner: inner, np.outer: outer,
-              np.tensordot: tensordot, np.einsum: einsum, np.trace: trace, np.diagonal: diagonal,
-              np.real: real, np.imag: imag, np.angle: angle,
-              np.reshape: reshape, np.transpose: transpose, np.moveaxis: moveaxis,
-              np.swapaxes: swapaxes, np.expand_dims: expand_dims, np.squeeze: squeeze,
-              np.ravel: ravel, np.broadcast_to: broadcast_to, np.concatenate: concatenate,
-              np.stack: stack, np.hstack: hstack, np.vstack: vstack, np.split: split,
-              np.array_split: array_split, np.flip: flip, np.roll: roll, np.tile: tile,
-              np.repeat: repeat, np.pad: pad, np.take: take, np.take_along_axis: take_along_axis,
-              np.where: where, np.clip: clip, np.round: round, np.around: round,
-              np.zeros_like: zeros_like, np.ones_like: ones_like, np.tril: tril, np.triu: triu,
-              np.atleast_1d: atleast_1d, np.atleast_2d: atleast_2d, np.nonzero: nonzero}
-_FUNCTIONS.update({getattr(np.linalg, name): getattr(linalg, name) for name in linalg.__all__
-                   if callable(getattr(np.linalg, name, None)) and not isinstance(getattr(linalg, name), type)})
-
-
-_FUNCTIONS.update({getattr(np.fft, name): getattr(fft, name) for name in fft.__all__})
-
 
 def _running_extreme(x: Any, axis: int, larger: bool) -> Any:
     """``np.maximum.accumulate`` (``larger``) or ``np.minimum.accumulate`` along ``axis``: ``x`` gathered
@@ -286,10 +249,6 @@ _REDUCERS = {np.add: (sum, cumsum), np.multiply: (prod, cumprod),
 # NumPy's chapters: each lists its functions in __all__ and their NumPy namesakes in NUMPY (dispatch)
 CHAPTERS = (numpy_math, math_more, manipulation, indexing, functional, sorting, setops, creation_more,
             order_statistics, numpy_stats)
-for _module in CHAPTERS:
-    _FUNCTIONS.update({f: fn for f, fn in _module.NUMPY.items() if not isinstance(f, np.ufunc)})
-    _UFUNCS.update({f: fn for f, fn in _module.NUMPY.items() if isinstance(f, np.ufunc)})
-_UFUNCS.update(special.NUMPY)
 
 
 # ----- which NumPy functions are math: one table, consulted by _fallback and by tools/coverage.py -----
@@ -791,6 +750,23 @@ __all__ = [
     "take_along_axis", "tan", "tanh", "tensordot", "tile", "trace",
     "transpose", "tril", "triu", "true_divide", "var", "vdot", "vstack", "where", "zeros_like",
 ]
+
+# ----- np.<name>(tensor) dispatches to chainrule's function of the same name: this namespace's, cr.linalg's
+# and cr.fft's (np.linalg.<name>, np.fft.<name>), then the chapters' and cr.special's NUMPY tables (NumPy's
+# own signatures where chainrule's differ: np.copy, np.astype), and the ufuncs chainrule spells otherwise -----
+_UFUNCS: dict = {}
+_FUNCTIONS: dict = {}
+for _names, _ours, _theirs in ((__all__, globals(), np), (linalg.__all__, vars(linalg), np.linalg),
+                               (fft.__all__, vars(fft), np.fft)):
+    for _name in _names:
+        _f = getattr(_theirs, _name, None)
+        if callable(_f) and not isinstance(_f, type):
+            (_UFUNCS if isinstance(_f, np.ufunc) else _FUNCTIONS)[_f] = _ours[_name]
+for _table in [_module.NUMPY for _module in CHAPTERS] + [special.NUMPY]:
+    _UFUNCS.update({f: fn for f, fn in _table.items() if isinstance(f, np.ufunc)})
+    _FUNCTIONS.update({f: fn for f, fn in _table.items() if not isinstance(f, np.ufunc)})
+_UFUNCS.update({np.fabs: abs, np.rint: round, np.vecdot: linalg_more.vecdot})
+
 for _module in CHAPTERS:
     __all__ += _module.__all__
 
