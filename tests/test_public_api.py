@@ -107,9 +107,12 @@ def test_every_primitive_reaches_a_public_function():
     assert unreached == []
 
 
+NN_FAMILIES = [cr.nn.normalization]
+F_FAMILIES = [cr.nn.functional.basic, cr.nn.functional.normalization]
 # the modules whose public functions and classes are all published: by their own __all__ or their area's
 PUBLISHING = {**{chapter: chapter for chapter in CHAPTERS}, nn_layers: cr.nn, nn_module: cr.nn,
-              transforms: cr, stats: cr.stats, N.linalg_more: cr.linalg, special_ops: cr.special}
+              transforms: cr, stats: cr.stats, N.linalg_more: cr.linalg, special_ops: cr.special,
+              **{family: cr.nn for family in NN_FAMILIES}, **{family: cr.nn.functional for family in F_FAMILIES}}
 
 
 @pytest.mark.parametrize("module", PUBLISHING, ids=lambda m: m.__name__)

@@ -1,6 +1,7 @@
 """``cr.nn.functional``: the layers' functions, as ``torch.nn.functional`` (``F.linear``, ``F.cross_entropy``,
 ...); each family in its own module here."""
-from chainrule.nn.functional import basic
+from chainrule.nn.functional import basic, normalization
 from chainrule.nn.functional.basic import *  # noqa: F403
+from chainrule.nn.functional.normalization import *  # noqa: F403
 
-__all__ = list(basic.__all__)
+__all__ = basic.__all__ + normalization.__all__

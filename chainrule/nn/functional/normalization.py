@@ -1,0 +1,303 @@
+"""The normalisation layers' functions: batch_norm, instance_norm, group_norm, rms_norm, as
+``torch.nn.functional``'s.
+
+All are composites of chainrule ops, so they differentiate to any order in both modes. The running
+statistics (``batch_norm``'s and ``instance_norm``'s buffers) are updated in place from the batch's
+values, outside the graph, as PyTorch does: normalisation uses the biased batch variance, the
+running variance the unbiased one. 16-bit inputs are normalised in float32 and rounded back once.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from chainrule import numpy as ops
+from chainrule.core._backend import np
+from chainrule.core._dtypes import LOW_PRECISION, accum_dtype, is_floating
+from chainrule.core.errors import DTypeError, ShapeError, VmapError
+from chainrule.core.grad_mode import STATE
+from chainrule.core.tensor import Tensor
+from chainrule.numpy import raw
+
+__all__ = ["batch_norm", "group_norm", "instance_norm", "rms_norm"]
+
+
+# ----- helpers -----
+def _shape(x: Any) -> tuple:
+    """One example's shape under cr.vmap, the array's shape otherwise."""
+    return tuple(x.shape) if isinstance(x, Tensor) else np.shape(x)
+
+
+def _dtype(x: Any) -> Any:
+    return x.dtype if isinstance(x, Tensor) else np.asarray(x).dtype
+
+
+def _check_input(x: Any, min_ndim: int, layout: str, who: str) -> tuple:
+    shape = _shape(x)
+    if not is_floating(_dtype(x)):
+        raise DTypeError(f"{who}: input must be floating point, got dtype {_dtype(x)} with shape {shape}; "
+                         f"convert it first (e.g. x.astype('float32'))")
+    if len(shape) < min_ndim:
+        raise ShapeError(f"{who}: expected input of shape {layout}, got {shape}; add the missing axes "
+                         f"(e.g. x.reshape(1, *x.shape) for a batch of one)")
+    return shape
+
+
+def _check_channel_vector(v: Any, c: int, name: str, shape: tuple, who: str) -> None:
+    if v is not None and _shape(v) != (c,):
+        raise ShapeError(f"{who}: {name} must have one entry per channel, shape ({c},) for input {shape} "
+                         f"(channels on axis 1), got {_shape(v)}; build it with num_features={c}")
+
+
+def _check_stats_pair(running_mean: Any, running_var: Any, who: str) -> None:
+    if (running_mean is None) != (running_var is None):
+        raise ValueError(f"{who}: pass both running_mean and running_var, or neither (got only "
+                         f"{'running_mean' if running_var is None else 'running_var'})")
+
+
+def _check_momentum(momentum: Any, who: str) -> float:
+    if momentum is None or isinstance(momentum, bool) or not isinstance(momentum, (int, float)):
+        raise ValueError(f"{who}: momentum must be a number (running = (1 - momentum) * running + "
+                         f"momentum * batch), got {momentum!r}; for a cumulative average pass "
+                         f"1 / number_of_batches, or use the module with momentum=None")
+    return float(momentum)
+
+
+def _verify_values_per_channel(count: int, shape: tuple, who: str, what: str) -> None:
+    if count == 1:
+        raise ValueError(f"{who}: expected more than 1 value per {what} when training, got input of "
+                         f"shape {shape}; use a larger batch (or eval mode, which uses the running "
+                         f"statistics)")
+
+
+def _along_channels(v: Any, ndim: int) -> Any:
+    """(C,) -> (1, C, 1, ...): broadcasts along axis 1 of an ``ndim``-d input."""
+    return ops.reshape(v, (1, -1) + (1,) * (ndim - 2))
+
+
+def _in_accum(x: Any) -> tuple:
+    """``x`` cast to its accumulation dtype (16-bit floats: float32) and the dtype to round back to."""
+    dtype = _dtype(x)
+    if dtype in LOW_PRECISION:
+        return x.astype(accum_dtype(dtype)), dtype
+    return x, None
+
+
+def _round_back(out: Any, dtype: Any) -> Any:
+    return out if dtype is None or STATE.autocast is not None else out.astype(dtype)
+
+
+def _normalize_with_stats(x: Any, axes: tuple, eps: float) -> tuple:
+    """(x - mean) / sqrt(var + eps) over ``axes`` (biased variance), and the mean and variance."""
+    mean = ops.mean(x, axis=axes, keepdims=True)
+    centered = x - mean
+    var = ops.mean(centered * centered, axis=axes, keepdims=True)
+    return centered / ops.sqrt(var + eps), mean, var
+
+
+def _normalize_with_running(x: Any, running_mean: Any, running_var: Any, eps: float) -> Any:
+    """(x - running_mean) / sqrt(running_var + eps): the buffers are constants (copied: a later update
+    in place does not touch this graph), as PyTorch treats them."""
+    ndim = len(_shape(x))
+    dtype = _dtype(x)
+    mean = np.array(raw(running_mean), dtype=dtype).reshape((1, -1) + (1,) * (ndim - 2))
+    var = np.array(raw(running_var), dtype=dtype).reshape(mean.shape)
+    return (x - mean) / np.sqrt(var + np.asarray(eps, dtype))
+
+
+def _stat_value(stat: Any, who: str) -> Any:
+    """The value of a batch statistic, outside the graph (a forward-mode tensor's primal)."""
+    if isinstance(stat, Tensor) and stat._level:
+        raise VmapError(f"{who}: updating running_mean/running_var in place inside cr.vmap would mix "
+                        f"the examples' statistics; pass running_mean=None and running_var=None (or use "
+                        f"the module in eval mode, or with track_running_stats=False) inside vmap")
+    return np.asarray(raw(stat))
+
+
+def _update_running(buf: Any, value: Any, momentum: float, name: str, who: str) -> None:
+    """``buf = (1 - momentum) * buf + momentum * value`` in place, never recorded."""
+    target = raw(buf)
+    if not isinstance(target, np.ndarray):
+        raise TypeError(f"{who}: {name} must be a tensor (updated in place), got {type(buf).__name__}")
+    if isinstance(buf, Tensor) and buf._level:
+        raise VmapError(f"{who}: {name} is batched by cr.vmap and cannot be updated in place; pass "
+                        f"running statistics that are not batched, or None")
+    new = (1.0 - momentum) * target + momentum * value.reshape(target.shape)
+    np.copyto(target, new, casting="unsafe")
+    if isinstance(buf, Tensor):
+        buf._bump()
+
+
+def _affine(out: Any, weight: Any, bias: Any, ndim: int) -> Any:
+    if weight is not None:
+        out = out * _along_channels(weight, ndim)
+    if bias is not None:
+        out = out + _along_channels(bias, ndim)
+    return out
+
+
+# ----- batch_norm -----
+def _batch_norm(x: Any, running_mean: Any, running_var: Any, weight: Any, bias: Any, training: bool,
+                momentum: Any, eps: float, who: str) -> Any:
+    shape = _check_input(x, 2, "(N, C) or (N, C, *)", who)
+    c = shape[1]
+    for v, name in ((weight, "weight"), (bias, "bias"), (running_mean, "running_mean"),
+                    (running_var, "running_var")):
+        _check_channel_vector(v, c, name, shape, who)
+    _check_stats_pair(running_mean, running_var, who)
+    x, low = _in_accum(x)
+    if training:
+        count = math.prod(shape) // c if c else 0
+        _verify_values_per_channel(count, shape, who, "channel")
+        axes = (0,) + tuple(range(2, len(shape)))
+        out, mean, var = _normalize_with_stats(x, axes, eps)
+        if running_mean is not None:
+            m = _check_momentum(momentum, who)
+            _update_running(running_mean, _stat_value(mean, who), m, "running_mean", who)
+            unbiased = _stat_value(var, who) * (count / (count - 1))
+            _update_running(running_var, unbiased, m, "running_var", who)
+    else:
+        if running_mean is None:
+            raise ValueError(f"{who}: running_mean and running_var are needed when training=False "
+                             f"(evaluation normalises with the running statistics); pass them, or "
+                             f"training=True to normalise with the batch's statistics")
+        out = _normalize_with_running(x, running_mean, running_var, eps)
+    return _round_back(_affine(out, weight, bias, len(shape)), low)
+
+
+def batch_norm(input: Any, running_mean: Any, running_var: Any, weight: Any = None, bias: Any = None,
+               training: bool = False, momentum: float = 0.1, eps: float = 1e-5) -> Any:
+    """Batch normalisation over axis 1 of (N, C) or (N, C, *) input, as ``torch.nn.functional.batch_norm``.
+
+    With ``training=True`` it normalises with the batch's mean and biased variance and, when given,
+    updates ``running_mean`` and ``running_var`` in place (``(1 - momentum) * running + momentum *
+    batch``, the unbiased variance); with ``training=False`` it normalises with the running ones.
+
+    >>> import chainrule as cr
+    >>> from chainrule.nn.functional.normalization import batch_norm
+    >>> rm, rv = cr.zeros(1), cr.ones(1)
+    >>> batch_norm(cr.tensor([[1.0], [3.0]]), rm, rv, training=True, eps=0.0)
+    tensor([[-1.],
+            [ 1.]])
+    >>> rm, rv
+    (tensor([0.2]), tensor([1.1]))
+    """
+    return _batch_norm(input, running_mean, running_var, weight, bias, training, momentum, eps, "batch_norm")
+
+
+# ----- instance_norm -----
+def _instance_norm(x: Any, running_mean: Any, running_var: Any, weight: Any, bias: Any,
+                   use_input_stats: bool, momentum: Any, eps: float, who: str) -> Any:
+    shape = _check_input(x, 2, "(N, C, *)", who)
+    c = shape[1]
+    for v, name in ((weight, "weight"), (bias, "bias"), (running_mean, "running_mean"),
+                    (running_var, "running_var")):
+        _check_channel_vector(v, c, name, shape, who)
+    _check_stats_pair(running_mean, running_var, who)
+    x, low = _in_accum(x)
+    if use_input_stats:
+        count = math.prod(shape[2:])
+        _verify_values_per_channel(count, shape, who, "instance (more than 1 spatial element)")
+        out, mean, var = _normalize_with_stats(x, tuple(range(2, len(shape))), eps)
+        if running_mean is not None:         # PyTorch's: the instances' statistics, averaged over N
+            m = _check_momentum(momentum, who)
+            mean_v = _stat_value(mean, who).reshape(shape[0], c).mean(axis=0)
+            var_v = (_stat_value(var, who) * (count / (count - 1))).reshape(shape[0], c).mean(axis=0)
+            _update_running(running_mean, mean_v, m, "running_mean", who)
+            _update_running(running_var, var_v, m, "running_var", who)
+    else:
+        if running_mean is None:
+            raise ValueError(f"{who}: use_input_stats=False normalises with running_mean and "
+                             f"running_var, but none were given; pass them, or use_input_stats=True")
+        out = _normalize_with_running(x, running_mean, running_var, eps)
+    return _round_back(_affine(out, weight, bias, len(shape)), low)
+
+
+def instance_norm(input: Any, running_mean: Any = None, running_var: Any = None, weight: Any = None,
+                  bias: Any = None, use_input_stats: bool = True, momentum: float = 0.1,
+                  eps: float = 1e-5) -> Any:
+    """Normalise each (example, channel) of (N, C, *) input over its spatial axes, as
+    ``torch.nn.functional.instance_norm``.
+
+    Given running statistics and ``use_input_stats=True``, they are updated in place with the
+    instances' statistics averaged over the batch; ``use_input_stats=False`` normalises with them.
+
+    >>> import chainrule as cr
+    >>> from chainrule.nn.functional.normalization import instance_norm
+    >>> instance_norm(cr.tensor([[[1.0, 3.0], [0.0, 4.0]]]), eps=0.0)
+    tensor([[[-1.,  1.],
+             [-1.,  1.]]])
+    """
+    return _instance_norm(input, running_mean, running_var, weight, bias, use_input_stats, momentum, eps,
+                          "instance_norm")
+
+
+# ----- group_norm -----
+def _group_norm(x: Any, num_groups: int, weight: Any, bias: Any, eps: float, who: str) -> Any:
+    shape = _check_input(x, 2, "(N, C, *)", who)
+    n, c = shape[0], shape[1]
+    if num_groups < 1 or c % num_groups:
+        raise ShapeError(f"{who}: input of shape {shape} has {c} channels, which num_groups={num_groups} "
+                         f"does not divide; choose num_groups among the divisors of {c}")
+    _verify_values_per_channel(n * c // num_groups * math.prod(shape[2:]) if n else 0, shape, who,
+                               "group and example")
+    for v, name in ((weight, "weight"), (bias, "bias")):
+        _check_channel_vector(v, c, name, shape, who)
+    x, low = _in_accum(x)
+    grouped = ops.reshape(x, (n, num_groups, -1))
+    out, _, _ = _normalize_with_stats(grouped, (2,), eps)
+    out = ops.reshape(out, shape)
+    return _round_back(_affine(out, weight, bias, len(shape)), low)
+
+
+def group_norm(input: Any, num_groups: int, weight: Any = None, bias: Any = None, eps: float = 1e-5) -> Any:
+    """Normalise each group of ``C // num_groups`` channels of (N, C, *) input (with its spatial axes)
+    per example, then scale and shift per channel, as ``torch.nn.functional.group_norm``.
+
+    >>> import chainrule as cr
+    >>> from chainrule.nn.functional.normalization import group_norm
+    >>> group_norm(cr.tensor([[1.0, 3.0, 0.0, 4.0]]), 2, eps=0.0)
+    tensor([[-1.,  1., -1.,  1.]])
+    """
+    return _group_norm(input, num_groups, weight, bias, eps, "group_norm")
+
+
+# ----- rms_norm -----
+def _as_shape(normalized_shape: Any) -> tuple:
+    if np.ndim(normalized_shape) == 0:
+        return (int(normalized_shape),)
+    return tuple(int(n) for n in normalized_shape)
+
+
+def _rms_norm(x: Any, normalized_shape: Any, weight: Any, eps: Any, who: str) -> Any:
+    normalized_shape = _as_shape(normalized_shape)
+    shape = _check_input(x, len(normalized_shape), f"(*, {', '.join(map(str, normalized_shape))})", who)
+    k = len(normalized_shape)
+    if tuple(shape[len(shape) - k:]) != normalized_shape:
+        raise ShapeError(f"{who}: input of shape {shape} does not end in normalized_shape "
+                         f"{normalized_shape}; reshape the input or build the layer with "
+                         f"normalized_shape={tuple(shape[len(shape) - k:])}")
+    if weight is not None and _shape(weight) != normalized_shape:
+        raise ShapeError(f"{who}: weight must have shape normalized_shape={normalized_shape}, got "
+                         f"{_shape(weight)}")
+    dtype = _dtype(x)
+    xa, low = _in_accum(x)
+    if eps is None:                    # PyTorch's: the epsilon of the dtype it computes in
+        eps = float(np.finfo(_dtype(xa)).eps)
+    axes = tuple(range(len(shape) - k, len(shape)))
+    out = xa / ops.sqrt(ops.mean(xa * xa, axis=axes, keepdims=True) + eps)
+    if low is not None:
+        out = _round_back(out, dtype)
+    return out if weight is None else out * weight
+
+
+def rms_norm(input: Any, normalized_shape: Any, weight: Any = None, eps: float | None = None) -> Any:
+    """``x / sqrt(mean(x**2) + eps) * weight`` over the trailing ``normalized_shape`` axes, as
+    ``torch.nn.functional.rms_norm``; ``eps=None`` is the epsilon of the input's dtype.
+
+    >>> import chainrule as cr
+    >>> from chainrule.nn.functional.normalization import rms_norm
+    >>> rms_norm(cr.tensor([[3.0, 4.0, 0.0]]), 3, eps=0.0).round(4)
+    tensor([[1.0392, 1.3856, 0.    ]])
+    """
+    return _rms_norm(input, normalized_shape, weight, eps, "rms_norm")
