@@ -1,0 +1,285 @@
+"""Attention as functions: ``scaled_dot_product_attention`` and ``multi_head_attention_forward``, as
+``torch.nn.functional``'s.
+
+Both are composites of chainrule ops (matmul, softmax, reshapes), so they differentiate to any order
+in both modes. Masks are constants or tensors: a float mask is added to the scores; a boolean mask
+means *take part* (True) in ``scaled_dot_product_attention`` and *not allowed* (True) in
+``multi_head_attention_forward``, as in PyTorch.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from chainrule import numpy as ops
+from chainrule.core._backend import np
+from chainrule.core._dtypes import is_floating
+from chainrule.core.errors import DTypeError, ShapeError
+from chainrule.core.tensor import Tensor
+from chainrule.nn.functional.basic import dropout, linear
+from chainrule.numpy import raw, softmax
+
+__all__ = ["multi_head_attention_forward", "scaled_dot_product_attention"]
+
+
+def _shape(x: Any) -> tuple:
+    return tuple(np.shape(raw(x)))
+
+
+def _dtype(x: Any) -> Any:
+    return np.asarray(raw(x)).dtype
+
+
+def _additive(mask: Any, dtype: Any, true_means_masked: bool, who: str, name: str) -> Any:
+    """A mask as an additive float bias: boolean masks become 0 / -inf; float masks pass through."""
+    if mask is None:
+        return None
+    kind = _dtype(mask)
+    if kind == np.bool_:
+        m = np.asarray(raw(mask))
+        blocked = m if true_means_masked else ~m
+        return np.where(blocked, -np.inf, 0.0).astype(dtype)
+    if not is_floating(kind):
+        raise DTypeError(f"{who}: {name} must be boolean or floating point, got dtype {kind} with shape "
+                         f"{_shape(mask)}; convert it with mask.astype(bool)")
+    return mask if isinstance(mask, Tensor) else np.asarray(mask, dtype=dtype)
+
+
+def _causal_bias(n_q: int, n_k: int, dtype: Any) -> Any:
+    """-inf above the diagonal (query i sees keys 0..i), top-left aligned as PyTorch."""
+    return np.where(np.triu(np.ones((n_q, n_k), dtype=bool), 1), -np.inf, 0.0).astype(dtype)
+
+
+def scaled_dot_product_attention(query: Any, key: Any, value: Any, attn_mask: Any = None,
+                                 dropout_p: float = 0.0, is_causal: bool = False, scale: float | None = None,
+                                 enable_gqa: bool = False, *, generator: Any = None) -> Any:
+    """``softmax(query @ key.T * scale + mask) @ value`` over the last two axes, as PyTorch's.
+
+    ``query`` is (..., L, E), ``key`` (..., S, E), ``value`` (..., S, Ev); ``scale`` defaults to
+    1/sqrt(E). A boolean ``attn_mask`` (broadcastable to (..., L, S)) says which pairs *take part*
+    (True); a float one is added to the scores. ``is_causal`` masks keys after each query. Dropout
+    (``dropout_p``, drawn from ``generator``) applies whenever ``dropout_p > 0``, as in PyTorch.
+    ``enable_gqa`` repeats key/value heads (axis -3) to match the query's.
+
+    >>> import chainrule as cr
+    >>> from chainrule.nn.functional.attention import scaled_dot_product_attention
+    >>> q = k = v = cr.ones((1, 2, 3, 4))
+    >>> scaled_dot_product_attention(q, k, v, is_causal=True).shape
+    (1, 2, 3, 4)
+    """
+    who = "scaled_dot_product_attention"
+    qs, ks, vs = _shape(query), _shape(key), _shape(value)
+    if len(qs) < 2 or len(ks) < 2 or len(vs) < 2:
+        raise ShapeError(f"{who}: query, key and value need at least 2 axes (..., L, E), got {qs}, {ks}, "
+                         f"{vs}; add a sequence axis with x.reshape(1, -1)")
+    if qs[-1] != ks[-1] or ks[-2] != vs[-2]:
+        raise ShapeError(f"{who}: expected query (..., L, E), key (..., S, E), value (..., S, Ev), got "
+                         f"query {qs}, key {ks}, value {vs}; the query's and key's last axes and the key's "
+                         f"and value's sequence axes must agree")
+    if enable_gqa:
+        if len(qs) < 3 or len(ks) < 3 or qs[-3] % ks[-3] or ks[-3] != vs[-3]:
+            raise ShapeError(f"{who}: enable_gqa needs heads on axis -3 with the query's a multiple of the "
+                             f"key's and value's, got query {qs}, key {ks}, value {vs}")
+        key = ops.repeat(key, qs[-3] // ks[-3], axis=-3)
+        value = ops.repeat(value, qs[-3] // vs[-3], axis=-3)
+    dtype = _dtype(query)
+    factor = 1.0 / math.sqrt(qs[-1]) if scale is None else scale
+    scores = ops.matmul(query, ops.swapaxes(key, -1, -2)) * factor
+    if is_causal:
+        if attn_mask is not None:
+            raise ValueError(f"{who}: pass either attn_mask or is_causal=True, not both; fold the causal "
+                             f"mask into attn_mask")
+        scores = scores + _causal_bias(qs[-2], ks[-2], dtype)
+    elif attn_mask is not None:
+        ms, ss = _shape(attn_mask), _shape(scores)
+        try:
+            fits = np.broadcast_shapes(ms, ss) == ss
+        except ValueError:
+            fits = False
+        if not fits:
+            raise ShapeError(f"{who}: attn_mask of shape {ms} does not broadcast to the scores' shape {ss} "
+                             f"(..., L, S); reshape it to (L, S) or (..., L, S)")
+        scores = scores + _additive(attn_mask, dtype, False, who, "attn_mask")
+    weights = softmax(scores, axis=-1)
+    if dropout_p > 0.0:
+        weights = dropout(weights, dropout_p, True, generator)
+    return ops.matmul(weights, value)
+
+
+def _check_inputs(query: Any, key: Any, value: Any, key_padding_mask: Any, attn_mask: Any,
+                  num_heads: int) -> bool:
+    """Whether the call is batched ((L, N, E) inputs) or not ((L, E)); PyTorch's shape rules."""
+    who = "MultiheadAttention"
+    qs, ks, vs = _shape(query), _shape(key), _shape(value)
+    if len(qs) not in (2, 3):
+        raise ShapeError(f"{who}: query must be (L, E) unbatched or (L, N, E) batched ((N, L, E) with "
+                         f"batch_first=True), got {qs}")
+    batched = len(qs) == 3
+    n = len(qs)
+    if len(ks) != n or len(vs) != n:
+        raise ShapeError(f"{who}: for a {n}-D query {qs}, key and value must be {n}-D too, got key {ks} and "
+                         f"value {vs}")
+    if key_padding_mask is not None and len(_shape(key_padding_mask)) != n - 1:
+        raise ShapeError(f"{who}: for a {n}-D query, key_padding_mask must be {n - 1}-D ("
+                         f"{'(N, S)' if batched else '(S,)'}), got {_shape(key_padding_mask)}")
+    if attn_mask is not None:
+        ms = _shape(attn_mask)
+        if len(ms) not in (2, 3):
+            raise ShapeError(f"{who}: attn_mask must be (L, S) or (N * num_heads, L, S), got {ms}")
+        if not batched and len(ms) == 3 and ms[0] != num_heads:
+            raise ShapeError(f"{who}: for unbatched inputs a 3-D attn_mask must be (num_heads={num_heads}, "
+                             f"L, S), got {ms}")
+    return batched
+
+
+def _pad_key_axis(mask: Any) -> Any:
+    """One more key column (a zero bias) for the bias_k / zero-attention slot."""
+    if mask is None:
+        return None
+    nd = len(_shape(mask))
+    return ops.pad(mask, ((0, 0),) * (nd - 1) + ((0, 1),))
+
+
+def multi_head_attention_forward(query: Any, key: Any, value: Any, embed_dim_to_check: int, num_heads: int,
+                                 in_proj_weight: Any, in_proj_bias: Any, bias_k: Any, bias_v: Any,
+                                 add_zero_attn: bool, dropout_p: float, out_proj_weight: Any,
+                                 out_proj_bias: Any, training: bool = True, key_padding_mask: Any = None,
+                                 need_weights: bool = True, attn_mask: Any = None,
+                                 use_separate_proj_weight: bool = False, q_proj_weight: Any = None,
+                                 k_proj_weight: Any = None, v_proj_weight: Any = None, static_k: Any = None,
+                                 static_v: Any = None, average_attn_weights: bool = True,
+                                 is_causal: bool = False, *, generator: Any = None) -> tuple:
+    """Multi-head attention over (L, N, E) query and (S, N, E) key/value (or unbatched (L, E)), as
+    PyTorch's function behind ``nn.MultiheadAttention``.
+
+    Boolean masks mean *not allowed* (True); float masks are added. ``key_padding_mask`` is (N, S);
+    ``attn_mask`` (L, S) or (N * num_heads, L, S). ``is_causal`` is a hint that ``attn_mask`` is the
+    causal mask (which must be given). Returns ``(output, weights)``: weights (N, L, S) averaged over
+    heads, (N, num_heads, L, S) with ``average_attn_weights=False``, or None if not ``need_weights``.
+
+    >>> import chainrule as cr
+    >>> from chainrule.nn.functional.attention import multi_head_attention_forward
+    >>> E = 4
+    >>> w, b = cr.ones((3 * E, E)) * 0.1, cr.zeros(3 * E)
+    >>> x = cr.ones((3, 2, E))
+    >>> out, wts = multi_head_attention_forward(x, x, x, E, 2, w, b, None, None, False, 0.0,
+    ...                                           cr.ones((E, E)), cr.zeros(E))
+    >>> out.shape, wts.shape
+    ((3, 2, 4), (2, 3, 3))
+    """
+    who = "MultiheadAttention"
+    batched = _check_inputs(query, key, value, key_padding_mask, attn_mask, num_heads)
+    if not batched:
+        query, key, value = (ops.expand_dims(t, 1) for t in (query, key, value))
+        if key_padding_mask is not None:
+            key_padding_mask = ops.expand_dims(key_padding_mask, 0) if isinstance(key_padding_mask, Tensor) \
+                else np.asarray(key_padding_mask)[None]
+    tgt_len, bsz, embed_dim = _shape(query)
+    src_len = _shape(key)[0]
+    if embed_dim != embed_dim_to_check:
+        raise ShapeError(f"{who}: query of shape {_shape(query)} has embedding size {embed_dim}, the layer "
+                         f"expects embed_dim={embed_dim_to_check}")
+    if embed_dim % num_heads:
+        raise ValueError(f"{who}: embed_dim={embed_dim} is not divisible by num_heads={num_heads}")
+    head_dim = embed_dim // num_heads
+    ks, vs = _shape(key), _shape(value)
+    if (ks[:2] != vs[:2]) if use_separate_proj_weight else (ks != vs):
+        raise ShapeError(f"{who}: key {ks} and value {vs} must have the same "
+                         f"{'sequence and batch sizes' if use_separate_proj_weight else 'shape'}")
+    if ks[1] != bsz:
+        raise ShapeError(f"{who}: query {_shape(query)} and key {ks} have different batch sizes "
+                         f"(axis 1, or axis 0 with batch_first=True)")
+    dtype = _dtype(query)
+    key_padding_mask = _additive(key_padding_mask, dtype, True, who, "key_padding_mask")
+    if is_causal and attn_mask is None:
+        raise ValueError(f"{who}: is_causal=True is a hint that attn_mask is the causal mask; pass the mask "
+                         f"too (e.g. cr.nn.Transformer.generate_square_subsequent_mask(L))")
+    attn_mask = _additive(attn_mask, dtype, True, who, "attn_mask")
+
+    # ----- in-projection -----
+    if use_separate_proj_weight:
+        if q_proj_weight is None or k_proj_weight is None or v_proj_weight is None:
+            raise ValueError(f"{who}: use_separate_proj_weight=True needs q_proj_weight, k_proj_weight and "
+                             f"v_proj_weight")
+        w_q, w_k, w_v = q_proj_weight, k_proj_weight, v_proj_weight
+    else:
+        if _shape(in_proj_weight) != (3 * embed_dim, embed_dim):
+            raise ShapeError(f"{who}: in_proj_weight must be (3 * embed_dim, embed_dim) = "
+                             f"({3 * embed_dim}, {embed_dim}), got {_shape(in_proj_weight)}")
+        w_q, w_k, w_v = (ops.getitem(in_proj_weight, slice(i * embed_dim, (i + 1) * embed_dim)) for i in range(3))
+    b_q = b_k = b_v = None
+    if in_proj_bias is not None:
+        b_q, b_k, b_v = (ops.getitem(in_proj_bias, slice(i * embed_dim, (i + 1) * embed_dim)) for i in range(3))
+    q, k, v = linear(query, w_q, b_q), linear(key, w_k, b_k), linear(value, w_v, b_v)
+
+    # ----- masks' shapes -----
+    if attn_mask is not None:
+        ms = _shape(attn_mask)
+        if len(ms) == 2:
+            if ms != (tgt_len, src_len):
+                raise ShapeError(f"{who}: a 2-D attn_mask must be (L, S) = ({tgt_len}, {src_len}), got {ms}")
+            attn_mask = ops.expand_dims(attn_mask, 0) if isinstance(attn_mask, Tensor) else attn_mask[None]
+        elif ms != (bsz * num_heads, tgt_len, src_len):
+            raise ShapeError(f"{who}: a 3-D attn_mask must be (N * num_heads, L, S) = ({bsz * num_heads}, "
+                             f"{tgt_len}, {src_len}), got {ms}")
+    if bias_k is not None and bias_v is not None:
+        if static_k is not None or static_v is not None:
+            raise ValueError(f"{who}: bias_k/bias_v (add_bias_kv) cannot be combined with static_k/static_v")
+        k = ops.concatenate([k, ops.broadcast_to(bias_k, (1, bsz, embed_dim))], axis=0)
+        v = ops.concatenate([v, ops.broadcast_to(bias_v, (1, bsz, embed_dim))], axis=0)
+        attn_mask, key_padding_mask = _pad_key_axis(attn_mask), _pad_key_axis(key_padding_mask)
+    elif (bias_k is None) != (bias_v is None):
+        raise ValueError(f"{who}: pass both bias_k and bias_v, or neither")
+
+    # ----- heads: (L, N, E) -> (N * H, L, head_dim) -----
+    q = ops.swapaxes(ops.reshape(q, (tgt_len, bsz * num_heads, head_dim)), 0, 1)
+    if static_k is None:
+        k = ops.swapaxes(ops.reshape(k, (_shape(k)[0], bsz * num_heads, head_dim)), 0, 1)
+    elif _shape(static_k)[::2] != (bsz * num_heads, head_dim):
+        raise ShapeError(f"{who}: static_k must be (N * num_heads, S, head_dim) = ({bsz * num_heads}, S, "
+                         f"{head_dim}), got {_shape(static_k)}")
+    else:
+        k = static_k
+    if static_v is None:
+        v = ops.swapaxes(ops.reshape(v, (_shape(v)[0], bsz * num_heads, head_dim)), 0, 1)
+    elif _shape(static_v)[::2] != (bsz * num_heads, head_dim):
+        raise ShapeError(f"{who}: static_v must be (N * num_heads, S, head_dim) = ({bsz * num_heads}, S, "
+                         f"{head_dim}), got {_shape(static_v)}")
+    else:
+        v = static_v
+    if add_zero_attn:
+        zeros = np.zeros((bsz * num_heads, 1, head_dim), dtype=dtype)
+        k, v = ops.concatenate([k, zeros], axis=1), ops.concatenate([v, zeros], axis=1)
+        attn_mask, key_padding_mask = _pad_key_axis(attn_mask), _pad_key_axis(key_padding_mask)
+    src_len = _shape(k)[1]
+
+    # ----- merge the key padding mask into the attention mask -----
+    if key_padding_mask is not None:
+        if _shape(key_padding_mask) != (bsz, src_len):
+            raise ShapeError(f"{who}: key_padding_mask must be (N, S) = ({bsz}, {src_len}), got "
+                             f"{_shape(key_padding_mask)}")
+        kpm = ops.reshape(ops.broadcast_to(ops.reshape(key_padding_mask, (bsz, 1, 1, src_len)),
+                                           (bsz, num_heads, 1, src_len)), (bsz * num_heads, 1, src_len))
+        attn_mask = kpm if attn_mask is None else attn_mask + kpm
+    if not training:
+        dropout_p = 0.0
+
+    # ----- attention -----
+    scores = ops.matmul(q * math.sqrt(1.0 / head_dim), ops.swapaxes(k, -1, -2))
+    if attn_mask is not None:
+        scores = scores + attn_mask
+    weights = softmax(scores, axis=-1)
+    if dropout_p > 0.0:
+        weights = dropout(weights, dropout_p, True, generator)
+    out = ops.reshape(ops.swapaxes(ops.matmul(weights, v), 0, 1), (tgt_len * bsz, embed_dim))
+    out = ops.reshape(linear(out, out_proj_weight, out_proj_bias), (tgt_len, bsz, embed_dim))
+    if not batched:
+        out = ops.squeeze(out, axis=1)
+    if not need_weights:
+        return out, None
+    weights = ops.reshape(weights, (bsz, num_heads, tgt_len, src_len))
+    if average_attn_weights:
+        weights = ops.mean(weights, axis=1)
+    if not batched:
+        weights = ops.squeeze(weights, axis=0)
+    return out, weights
