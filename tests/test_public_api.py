@@ -107,8 +107,9 @@ def test_every_primitive_reaches_a_public_function():
     assert unreached == []
 
 
-NN_FAMILIES = [cr.nn.normalization, cr.nn.rnn, cr.nn.transformer]
-F_FAMILIES = [cr.nn.functional.basic, cr.nn.functional.normalization, cr.nn.functional.attention]
+NN_FAMILIES = [cr.nn.activation, cr.nn.loss, cr.nn.normalization, cr.nn.rnn, cr.nn.transformer]
+F_FAMILIES = [cr.nn.functional.basic, cr.nn.functional.activation, cr.nn.functional.loss,
+              cr.nn.functional.normalization, cr.nn.functional.attention]
 # the modules whose public functions and classes are all published: by their own __all__ or their area's
 PUBLISHING = {**{chapter: chapter for chapter in CHAPTERS}, nn_layers: cr.nn, nn_module: cr.nn,
               transforms: cr, stats: cr.stats, N.linalg_more: cr.linalg, special_ops: cr.special,

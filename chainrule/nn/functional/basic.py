@@ -16,7 +16,7 @@ from chainrule.core.tensor import Tensor
 from chainrule.numpy import gelu, log_softmax, raw, relu, sigmoid, softmax, tanh
 from chainrule.ops.nn import REDUCTIONS
 
-__all__ = ["avg_pool2d", "binary_cross_entropy_with_logits", "conv2d", "cross_entropy", "dropout",
+__all__ = ["avg_pool2d", "conv2d", "cross_entropy", "dropout",
            "embedding", "gelu", "layer_norm", "linear", "log_softmax", "max_pool2d", "mse_loss",
            "nll_loss", "relu", "sigmoid", "softmax", "tanh"]
 
@@ -209,21 +209,6 @@ def mse_loss(x: Any, target: Any, reduction: str = "mean") -> Any:
     return _reduce(d * d, reduction, "mse_loss")
 
 
-def binary_cross_entropy_with_logits(logits: Any, target: Any, reduction: str = "mean") -> Any:
-    """Binary cross-entropy on logits, computed as ``softplus(x) - x * t`` (no overflow).
-
-    >>> import chainrule as cr
-    >>> loss = cr.nn.functional.binary_cross_entropy_with_logits(cr.tensor([0.0]), cr.tensor([1.0]))
-    >>> round(float(loss), 4)
-    0.6931
-    """
-    if np.shape(raw(logits)) != np.shape(raw(target)):
-        raise ShapeError(f"binary_cross_entropy_with_logits: logits shape {np.shape(raw(logits))} and "
-                         f"target shape {np.shape(raw(target))} differ; they must match")
-    return _reduce(ops.softplus(logits) - logits * target, reduction, "binary_cross_entropy_with_logits")
-
-
-# ----- layers as functions -----
 def linear(x: Any, weight: Any, bias: Any = None) -> Any:
     """``x @ weight.T + bias`` (weight has shape (out_features, in_features), as in PyTorch).
 
