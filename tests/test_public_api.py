@@ -22,7 +22,8 @@ from chainrule.scipy import stats
 
 API_FILE = Path(__file__).with_name("public_api.txt")
 NAMESPACES = {"cr": cr, "cr.linalg": cr.linalg, "cr.fft": cr.fft, "cr.special": cr.special, "cr.stats": cr.stats,
-              "cr.integrate": cr.integrate, "cr.func": cr.func, "cr.nn": cr.nn, "cr.nn.functional": cr.nn.functional,
+              "cr.integrate": cr.integrate, "cr.func": cr.func, "cr.nn": cr.nn,
+              "cr.nn.functional": cr.nn.functional, "cr.nn.utils": cr.nn.utils,
               "cr.optim": cr.optim, "cr.amp": cr.amp, "cr.precision": cr.precision, "cr.distributed": cr.distributed,
               "cr.autograd": cr.autograd}
 CHAPTERS = list(N.CHAPTERS)
@@ -107,7 +108,7 @@ def test_every_primitive_reaches_a_public_function():
     assert unreached == []
 
 
-NN_FAMILIES = [cr.nn.activation, cr.nn.loss, cr.nn.normalization, cr.nn.rnn, cr.nn.transformer]
+NN_FAMILIES = [cr.nn.activation, cr.nn.containers, cr.nn.loss, cr.nn.normalization, cr.nn.rnn, cr.nn.transformer]
 F_FAMILIES = [cr.nn.functional.basic, cr.nn.functional.activation, cr.nn.functional.loss,
               cr.nn.functional.normalization, cr.nn.functional.attention]
 # the modules whose public functions and classes are all published: by their own __all__ or their area's

@@ -1,7 +1,19 @@
 """Neural-network layers and losses (``cr.nn``), following ``torch.nn``'s names and semantics."""
-from chainrule.nn import activation, functional, init, loss, normalization, parallel, rnn, transformer
+from chainrule.nn import (
+    activation,
+    containers,
+    functional,
+    init,
+    loss,
+    normalization,
+    parallel,
+    rnn,
+    transformer,
+    utils,
+)
 from chainrule.nn.activation import *  # noqa: F403  (each family lists its modules in __all__)
 from chainrule.nn.attention import MultiheadAttention
+from chainrule.nn.containers import *  # noqa: F403
 from chainrule.nn.layers import (
     GELU,
     AvgPool2d,
@@ -25,7 +37,7 @@ from chainrule.nn.transformer import *  # noqa: F403
 
 __all__ = ["AvgPool2d", "Conv2d", "Dropout", "Embedding", "Flatten", "GELU", "IncompatibleKeys",
            "LayerNorm", "Linear", "MaxPool2d", "Module", "Parameter", "ReLU", "RemovableHandle",
-           "Sequential", "Sigmoid", "Tanh", "functional", "init", "parallel"]
-for _family in (activation, loss, normalization, rnn, transformer):
+           "Sequential", "Sigmoid", "Tanh", "functional", "init", "parallel", "utils"]
+for _family in (activation, containers, loss, normalization, rnn, transformer):
     __all__ += _family.__all__
 __all__ += ["MultiheadAttention"]

@@ -1,6 +1,7 @@
 """``Module`` and ``Parameter``: PyTorch's container semantics (registration, state dicts, hooks)."""
 from __future__ import annotations
 
+import warnings
 from collections import OrderedDict
 from typing import Any, Callable, Iterator, NamedTuple
 
@@ -52,13 +53,30 @@ def zero_grads(params: Any, set_to_none: bool = True) -> None:
 
 
 class RemovableHandle:
-    """Returned by the ``register_*_hook`` methods; ``handle.remove()`` unregisters the hook."""
+    """Returned by the ``register_*_hook`` methods; ``handle.remove()`` (or leaving a ``with handle:``
+    block) unregisters the hook, from every table it was entered in (as PyTorch's ``extra_dict``).
 
-    def __init__(self, hooks: dict, key: int) -> None:
-        self._hooks, self._key = hooks, key
+    >>> import chainrule as cr
+    >>> m = cr.nn.Linear(2, 2)
+    >>> with m.register_forward_hook(lambda mod, args, out: out * 0):
+    ...     float(m(cr.ones((1, 2))).sum())
+    0.0
+    >>> len(m._forward_hooks)
+    0
+    """
+
+    def __init__(self, hooks: dict, key: int, extra: tuple = ()) -> None:
+        self._hooks, self.id, self._extra = hooks, key, extra
 
     def remove(self) -> None:
-        self._hooks.pop(self._key, None)
+        for table in (self._hooks, *self._extra):
+            table.pop(self.id, None)
+
+    def __enter__(self) -> RemovableHandle:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.remove()
 
 
 class IncompatibleKeys(NamedTuple):
@@ -67,6 +85,22 @@ class IncompatibleKeys(NamedTuple):
 
 
 _hook_ids = iter(range(1 << 62))
+
+
+def _check_name(owner: Module, kind: str, name: Any, store: dict) -> None:
+    """PyTorch's name rules for ``register_buffer``/``register_parameter``/``add_module``."""
+    if not isinstance(name, str):
+        raise TypeError(f"{type(owner).__name__}.{kind}: the name should be a string, got "
+                        f"{type(name).__name__}")
+    if name == "":
+        raise KeyError(f"{type(owner).__name__}.{kind}: the name cannot be the empty string \"\"")
+    if "." in name:
+        raise KeyError(f"{type(owner).__name__}.{kind}: the name cannot contain \".\", got {name!r}; "
+                       f"register it on the submodule instead (get_submodule(...).{kind})")
+    if name not in store and hasattr(owner, name) and name not in owner._parameters \
+            and name not in owner._buffers and name not in owner._modules:
+        raise KeyError(f"{type(owner).__name__}.{kind}: attribute {name!r} already exists; "
+                       f"delete it first or pick another name")
 
 
 class Module:
@@ -87,7 +121,8 @@ class Module:
 
     def __init__(self) -> None:
         for name in ("_parameters", "_buffers", "_modules", "_forward_hooks", "_forward_pre_hooks",
-                     "_backward_hooks"):
+                     "_backward_hooks", "_forward_hooks_with_kwargs", "_forward_pre_hooks_with_kwargs",
+                     "_forward_hooks_always_called"):
             object.__setattr__(self, name, OrderedDict())
         object.__setattr__(self, "_non_persistent", set())
         object.__setattr__(self, "training", True)
@@ -95,6 +130,9 @@ class Module:
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         raise TypeError(f"{type(self).__name__} does not define forward(...); subclasses of "
                         f"cr.nn.Module must implement it")
+
+    def _get_name(self) -> str:
+        return type(self).__name__
 
     # ----- registration -----
     def __setattr__(self, name: str, value: Any) -> None:
@@ -132,122 +170,270 @@ class Module:
         for store in (self._parameters, self._buffers, self._modules):
             if name in store:
                 del store[name]
+                self._non_persistent.discard(name)
                 return
         object.__delattr__(self, name)
 
     def register_parameter(self, name: str, param: Parameter | None) -> None:
-        """Register ``param`` (or None) under ``name``."""
+        """Register ``param`` (or None) under ``name``.
+
+        >>> import chainrule as cr
+        >>> m = cr.nn.Module(); m.register_parameter("w", cr.nn.Parameter([1.0])); list(m.state_dict())
+        ['w']
+        """
         if param is not None and not isinstance(param, Parameter):
             raise TypeError(f"register_parameter({name!r}): expected a cr.nn.Parameter or None, "
                             f"got {type(param).__name__}")
+        _check_name(self, "register_parameter", name, self._parameters)
         self.__dict__.pop(name, None)
         self._parameters[name] = param
 
-    def register_buffer(self, name: str, value: Any, persistent: bool = True) -> None:
-        """Register non-trainable state (saved in ``state_dict`` unless ``persistent=False``)."""
+    def register_buffer(self, name: str, tensor: Any, persistent: bool = True) -> None:
+        """Register non-trainable state (saved in ``state_dict`` unless ``persistent=False``).
+
+        >>> import chainrule as cr
+        >>> m = cr.nn.Module(); m.register_buffer("step", cr.zeros(())); m.register_buffer("tmp", cr.ones(2), False)
+        >>> list(m.state_dict()), [n for n, _ in m.named_buffers()]
+        (['step'], ['step', 'tmp'])
+        """
+        _check_name(self, "register_buffer", name, self._buffers)
         self.__dict__.pop(name, None)
-        self._buffers[name] = value if value is None or isinstance(value, Tensor) else Tensor(value)
-        if not persistent:
+        self._parameters.pop(name, None)
+        self._modules.pop(name, None)
+        self._buffers[name] = tensor if tensor is None or isinstance(tensor, Tensor) else Tensor(tensor)
+        if persistent:
+            self._non_persistent.discard(name)
+        else:
             self._non_persistent.add(name)
 
     def add_module(self, name: str, module: Module | None) -> None:
-        """Register a child module under ``name``."""
+        """Register a child module under ``name`` (``register_module`` is the same).
+
+        >>> import chainrule as cr
+        >>> m = cr.nn.Module(); m.add_module("fc", cr.nn.Linear(2, 2)); [n for n, _ in m.named_children()]
+        ['fc']
+        """
         if module is not None and not isinstance(module, Module):
             raise TypeError(f"add_module({name!r}): expected a Module, got {type(module).__name__}")
+        _check_name(self, "add_module", name, self._modules)
+        self.__dict__.pop(name, None)
         self._modules[name] = module
 
+    def register_module(self, name: str, module: Module | None) -> None:
+        """Alias of ``add_module``."""
+        self.add_module(name, module)
+
+    def get_submodule(self, target: str) -> Module:
+        """The descendant at the dotted path ``target`` (``""`` is this module).
+
+        >>> import chainrule as cr
+        >>> net = cr.nn.Sequential(cr.nn.Linear(2, 3), cr.nn.Sequential(cr.nn.Tanh()))
+        >>> net.get_submodule("1.0")
+        Tanh()
+        """
+        if target == "":
+            return self
+        mod: Module = self
+        for item in target.split("."):
+            if item not in mod._modules or mod._modules[item] is None:
+                if hasattr(mod, item) and not isinstance(getattr(mod, item), Module):
+                    raise AttributeError(f"get_submodule({target!r}): `{item}` is not an nn.Module")
+                raise AttributeError(f"get_submodule({target!r}): {mod._get_name()} has no attribute "
+                                     f"`{item}`; its children are {list(mod._modules)}")
+            mod = mod._modules[item]
+        return mod
+
+    def _get_member(self, target: str, store: str, kind: str) -> Any:
+        module_path, _, name = target.rpartition(".")
+        mod = self.get_submodule(module_path)
+        members = getattr(mod, store)
+        if name not in members:
+            if hasattr(mod, name):
+                raise AttributeError(f"get_{kind}({target!r}): `{name}` is not a {kind}")
+            raise AttributeError(f"get_{kind}({target!r}): {mod._get_name()} has no attribute `{name}`; "
+                                 f"its {kind}s are {list(members)}")
+        return members[name]
+
+    def get_parameter(self, target: str) -> Parameter:
+        """The parameter at the dotted path ``target``.
+
+        >>> import chainrule as cr
+        >>> cr.nn.Sequential(cr.nn.Linear(2, 3)).get_parameter("0.bias").shape
+        (3,)
+        """
+        return self._get_member(target, "_parameters", "parameter")
+
+    def get_buffer(self, target: str) -> Tensor:
+        """The buffer at the dotted path ``target``."""
+        return self._get_member(target, "_buffers", "buffer")
+
     # ----- traversal -----
-    def named_modules(self, prefix: str = "") -> Iterator[tuple[str, Module]]:
-        """Yield (qualified name, module) for this module and every descendant, each once."""
-        seen: set[int] = set()
+    def named_modules(self, memo: set | None = None, prefix: str = "",
+                      remove_duplicate: bool = True) -> Iterator[tuple[str, Module]]:
+        """Yield (qualified name, module) for this module and every descendant, pre-order, each once
+        unless ``remove_duplicate=False``.
+
+        >>> import chainrule as cr
+        >>> [n for n, _ in cr.nn.Sequential(cr.nn.Linear(2, 2), cr.nn.Tanh()).named_modules()]
+        ['', '0', '1']
+        """
+        if memo is None:
+            memo = set()
         stack = [(prefix, self)]
-        while stack:
+        while stack:                                      # iterative: deep nests do not recurse
             name, m = stack.pop()
-            if id(m) in seen:
-                continue
-            seen.add(id(m))
+            if remove_duplicate:
+                if m in memo:
+                    continue
+                memo.add(m)
             yield name, m
             children = [(f"{name}.{k}" if name else k, c) for k, c in m._modules.items() if c is not None]
             stack.extend(reversed(children))
 
     def modules(self) -> Iterator[Module]:
+        """Every module of the tree (this one first), each once."""
         for _, m in self.named_modules():
             yield m
 
     def named_children(self) -> Iterator[tuple[str, Module]]:
+        """Yield (name, child) for the direct children, each module once.
+
+        >>> import chainrule as cr
+        >>> [n for n, _ in cr.nn.Sequential(cr.nn.Linear(2, 2), cr.nn.Tanh()).named_children()]
+        ['0', '1']
+        """
+        memo: set = set()
         for name, m in self._modules.items():
-            if m is not None:
+            if m is not None and m not in memo:
+                memo.add(m)
                 yield name, m
 
     def children(self) -> Iterator[Module]:
+        """The direct children, each module once."""
         for _, m in self.named_children():
             yield m
 
-    def _named(self, store: str, recurse: bool) -> Iterator[tuple[str, Any]]:
+    def _named(self, store: str, prefix: str, recurse: bool, remove_duplicate: bool) -> Iterator[tuple[str, Any]]:
         seen: set[int] = set()
-        mods = self.named_modules() if recurse else iter([("", self)])
-        for prefix, m in mods:
+        mods = self.named_modules(prefix=prefix, remove_duplicate=remove_duplicate) if recurse else [(prefix, self)]
+        for mod_prefix, m in mods:
             for k, v in getattr(m, store).items():
                 if v is None or id(v) in seen:
                     continue
-                seen.add(id(v))
-                yield (f"{prefix}.{k}" if prefix else k), v
+                if remove_duplicate:
+                    seen.add(id(v))
+                yield (f"{mod_prefix}.{k}" if mod_prefix else k), v
 
-    def named_parameters(self, recurse: bool = True) -> Iterator[tuple[str, Parameter]]:
-        """Yield (qualified name, parameter), each shared parameter once."""
-        return self._named("_parameters", recurse)
+    def named_parameters(self, prefix: str = "", recurse: bool = True,
+                         remove_duplicate: bool = True) -> Iterator[tuple[str, Parameter]]:
+        """Yield (qualified name, parameter), each shared parameter once unless ``remove_duplicate=False``.
+
+        >>> import chainrule as cr
+        >>> [n for n, _ in cr.nn.Linear(2, 2).named_parameters(prefix="fc")]
+        ['fc.weight', 'fc.bias']
+        """
+        return self._named("_parameters", prefix, recurse, remove_duplicate)
 
     def parameters(self, recurse: bool = True) -> Iterator[Parameter]:
-        for _, p in self.named_parameters(recurse):
+        """Every parameter (each shared one once), in ``named_parameters`` order."""
+        for _, p in self.named_parameters(recurse=recurse):
             yield p
 
-    def named_buffers(self, recurse: bool = True) -> Iterator[tuple[str, Tensor]]:
-        return self._named("_buffers", recurse)
+    def named_buffers(self, prefix: str = "", recurse: bool = True,
+                      remove_duplicate: bool = True) -> Iterator[tuple[str, Tensor]]:
+        """Yield (qualified name, buffer), persistent or not.
+
+        >>> import chainrule as cr
+        >>> m = cr.nn.Module(); m.register_buffer("n", cr.zeros(())); [n for n, _ in m.named_buffers()]
+        ['n']
+        """
+        return self._named("_buffers", prefix, recurse, remove_duplicate)
 
     def buffers(self, recurse: bool = True) -> Iterator[Tensor]:
-        for _, b in self.named_buffers(recurse):
+        """Every buffer, in ``named_buffers`` order."""
+        for _, b in self.named_buffers(recurse=recurse):
             yield b
+
+    def apply(self, fn: Callable[[Module], Any]) -> Module:
+        """Call ``fn`` on every child's tree (post-order), then on this module; returns self.
+
+        >>> import chainrule as cr
+        >>> seen = []
+        >>> _ = cr.nn.Sequential(cr.nn.Linear(2, 2), cr.nn.Tanh()).apply(lambda m: seen.append(m._get_name()))
+        >>> seen
+        ['Linear', 'Tanh', 'Sequential']
+        """
+        for m in self.children():
+            m.apply(fn)
+        fn(self)
+        return self
 
     # ----- modes and gradients -----
     def train(self, mode: bool = True) -> Module:
-        """Set training mode (Dropout active) on this module and all descendants."""
-        for m in self.modules():
-            object.__setattr__(m, "training", bool(mode))
+        """Set training mode (Dropout active) on this module and its children's trees; returns self.
+
+        >>> import chainrule as cr
+        >>> cr.nn.Sequential(cr.nn.Dropout()).train(False)[0].training
+        False
+        """
+        if not isinstance(mode, (bool, np.bool_)):
+            raise ValueError(f"{type(self).__name__}.train: training mode is expected to be boolean, "
+                             f"got {type(mode).__name__}; use train(True) or eval()")
+        object.__setattr__(self, "training", bool(mode))
+        for m in self.children():
+            m.train(mode)
         return self
 
     def eval(self) -> Module:
-        """Set evaluation mode: ``train(False)``."""
+        """Set evaluation mode: ``train(False)``; returns self."""
         return self.train(False)
 
     def zero_grad(self, set_to_none: bool = True) -> None:
-        """Clear the gradients of all parameters (to None, or to zeros in place)."""
+        """Clear the gradients of all parameters (to None, or to zeros in place).
+
+        >>> import chainrule as cr
+        >>> m = cr.nn.Linear(2, 1); m(cr.ones((1, 2))).sum().backward(); m.zero_grad(); m.weight.grad is None
+        True
+        """
         zero_grads(self.parameters(), set_to_none)
 
-    def requires_grad_(self, flag: bool = True) -> Module:
+    def requires_grad_(self, requires_grad: bool = True) -> Module:
+        """Set ``requires_grad`` on every parameter (e.g. to freeze a part); returns self.
+
+        >>> import chainrule as cr
+        >>> [p.requires_grad for p in cr.nn.Linear(2, 1).requires_grad_(False).parameters()]
+        [False, False]
+        """
         for p in self.parameters():
-            p.requires_grad = flag
+            p.requires_grad = requires_grad
         return self
 
     # ----- state dicts -----
-    def _state_items(self) -> OrderedDict:
+    def _state_items(self, prefix: str = "") -> OrderedDict:
+        # every path to a shared module is a key, as PyTorch's recursive state_dict
         out: OrderedDict = OrderedDict()
-        for prefix, m in self.named_modules():
+        for mod_prefix, m in self.named_modules(prefix=prefix, remove_duplicate=False):
             for k, p in m._parameters.items():
                 if p is not None:
-                    out[f"{prefix}.{k}" if prefix else k] = p
+                    out[f"{mod_prefix}.{k}" if mod_prefix else k] = p
             for k, b in m._buffers.items():
                 if b is not None and k not in m._non_persistent:
-                    out[f"{prefix}.{k}" if prefix else k] = b
+                    out[f"{mod_prefix}.{k}" if mod_prefix else k] = b
         return out
 
-    def state_dict(self) -> OrderedDict:
-        """Parameters and persistent buffers by qualified name (detached tensors sharing memory).
+    def state_dict(self, *, destination: Any = None, prefix: str = "", keep_vars: bool = False) -> OrderedDict:
+        """Parameters and persistent buffers by qualified name (detached tensors sharing memory, or the
+        tensors themselves with ``keep_vars=True``); ``prefix`` is put before every key.
 
         >>> import chainrule as cr
         >>> list(cr.nn.Linear(2, 3).state_dict())
         ['weight', 'bias']
         """
-        return OrderedDict((k, t.detach()) for k, t in self._state_items().items())
+        out = OrderedDict() if destination is None else destination
+        prefix = prefix[:-1] if prefix.endswith(".") else prefix
+        for k, t in self._state_items(prefix).items():
+            out[k] = t if keep_vars else t.detach()
+        return out
 
     def load_state_dict(self, state_dict: Any, strict: bool = True) -> IncompatibleKeys:
         """Copy values from ``state_dict`` in place, after checking every key, shape and dtype first.
@@ -284,53 +470,135 @@ class Module:
         return IncompatibleKeys(missing, unexpected)
 
     # ----- hooks and calls -----
-    def register_forward_pre_hook(self, hook: Callable) -> RemovableHandle:
-        """``hook(module, args)`` runs before ``forward``; a returned value replaces ``args``."""
-        return _add_hook(self._forward_pre_hooks, hook)
+    def register_forward_pre_hook(self, hook: Callable, *, prepend: bool = False,
+                                  with_kwargs: bool = False) -> RemovableHandle:
+        """``hook(module, args)`` runs before ``forward``; a returned value replaces ``args`` (a non-tuple
+        is wrapped in one). With ``with_kwargs=True`` it is ``hook(module, args, kwargs)`` and returns None
+        or ``(args, kwargs)``. ``prepend=True`` runs it before the hooks already registered.
 
-    def register_forward_hook(self, hook: Callable) -> RemovableHandle:
-        """``hook(module, args, output)`` runs after ``forward``; a returned value replaces ``output``."""
-        return _add_hook(self._forward_hooks, hook)
+        >>> import chainrule as cr
+        >>> m = cr.nn.ReLU(); _ = m.register_forward_pre_hook(lambda mod, args: args[0] * 2)
+        >>> m(cr.tensor([1.0]))
+        tensor([2.])
+        """
+        handle = _add_hook(self._forward_pre_hooks, hook, prepend, (self._forward_pre_hooks_with_kwargs,))
+        if with_kwargs:
+            self._forward_pre_hooks_with_kwargs[handle.id] = True
+        return handle
 
-    def register_full_backward_hook(self, hook: Callable) -> RemovableHandle:
+    def register_forward_hook(self, hook: Callable, *, prepend: bool = False, with_kwargs: bool = False,
+                              always_call: bool = False) -> RemovableHandle:
+        """``hook(module, args, output)`` runs after ``forward``; a returned value replaces ``output``.
+        With ``with_kwargs=True`` it is ``hook(module, args, kwargs, output)``; ``always_call=True`` runs it
+        even when ``forward`` raises; ``prepend=True`` runs it before the hooks already registered.
+
+        >>> import chainrule as cr
+        >>> m = cr.nn.ReLU(); _ = m.register_forward_hook(lambda mod, args, out: out + 1)
+        >>> m(cr.tensor([1.0]))
+        tensor([2.])
+        """
+        handle = _add_hook(self._forward_hooks, hook, prepend,
+                           (self._forward_hooks_with_kwargs, self._forward_hooks_always_called))
+        if with_kwargs:
+            self._forward_hooks_with_kwargs[handle.id] = True
+        if always_call:
+            self._forward_hooks_always_called[handle.id] = True
+        return handle
+
+    def register_full_backward_hook(self, hook: Callable, prepend: bool = False) -> RemovableHandle:
         """``hook(module, grad_input, grad_output)`` runs when the gradients w.r.t. the module's tensor
         inputs are computed; a returned tuple replaces ``grad_input``."""
-        return _add_hook(self._backward_hooks, hook)
+        return _add_hook(self._backward_hooks, hook, prepend, ())
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        for hook in list(self._forward_pre_hooks.values()):
-            res = hook(self, args)
-            if res is not None:
-                args = res if isinstance(res, tuple) else (res,)
-        bw = None
-        if self._backward_hooks and STATE.grad_enabled:
-            bw = _BackwardHookState(self)
-            args = bw.wrap_inputs(args)
-        out = self.forward(*args, **kwargs)
-        for hook in list(self._forward_hooks.values()):
-            res = hook(self, args, out)
-            if res is not None:
-                out = res
-        if bw is not None:
-            out = bw.wrap_outputs(out)
-        return out
+        if self._forward_pre_hooks or self._forward_hooks or self._backward_hooks:
+            return self._call_with_hooks(args, kwargs)
+        return self.forward(*args, **kwargs)
+
+    def _call_with_hooks(self, args: tuple, kwargs: dict) -> Any:
+        # PyTorch's _call_impl: pre-hooks, backward-hook wrapping, forward, forward hooks, and the
+        # always_call hooks that have not run yet when something raised
+        result, called = None, set()
+        try:
+            for key, hook in list(self._forward_pre_hooks.items()):
+                if key in self._forward_pre_hooks_with_kwargs:
+                    res = hook(self, args, kwargs)
+                    if res is not None:
+                        if not (isinstance(res, tuple) and len(res) == 2):
+                            raise RuntimeError(f"{type(self).__name__}: a forward pre-hook registered with "
+                                               f"with_kwargs=True must return None or a tuple of "
+                                               f"(new_args, new_kwargs), but got {res!r}")
+                        args, kwargs = res
+                else:
+                    res = hook(self, args)
+                    if res is not None:
+                        args = res if isinstance(res, tuple) else (res,)
+            bw = None
+            if self._backward_hooks and STATE.grad_enabled:
+                bw = _BackwardHookState(self)
+                args = bw.wrap_inputs(args)
+            result = self.forward(*args, **kwargs)
+            for key, hook in list(self._forward_hooks.items()):
+                if key in self._forward_hooks_always_called:
+                    called.add(key)
+                if key in self._forward_hooks_with_kwargs:
+                    res = hook(self, args, kwargs, result)
+                else:
+                    res = hook(self, args, result)
+                if res is not None:
+                    result = res
+            if bw is not None:
+                result = bw.wrap_outputs(result)
+            return result
+        except Exception:
+            for key, hook in list(self._forward_hooks.items()):
+                if key not in self._forward_hooks_always_called or key in called:
+                    continue
+                try:
+                    if key in self._forward_hooks_with_kwargs:
+                        res = hook(self, args, kwargs, result)
+                    else:
+                        res = hook(self, args, result)
+                    if res is not None:
+                        result = res
+                except Exception as e:                     # the first error is the one raised
+                    warnings.warn(f"{type(self).__name__}: a forward hook with always_call=True raised an "
+                                  f"exception that was silenced as another error was raised in forward: {e}",
+                                  stacklevel=3)
+            raise
 
     # ----- printing -----
     def extra_repr(self) -> str:
         return ""
 
     def __repr__(self) -> str:
-        lines = [f"({k}): " + repr(m).replace("\n", "\n  ") for k, m in self._modules.items()]
-        head = f"{type(self).__name__}({self.extra_repr()}"
-        if not lines:
-            return head + ")"
-        return head + "\n  " + "\n  ".join(lines) + "\n)"
+        # PyTorch's layout: a one-line extra_repr inline, otherwise one item per line
+        extra = self.extra_repr()
+        extra_lines = extra.split("\n") if extra else []
+        child_lines = [f"({k}): " + _addindent(repr(m), 2) for k, m in self._modules.items()]
+        lines = extra_lines + child_lines
+        head = self._get_name() + "("
+        if lines:
+            if len(extra_lines) == 1 and not child_lines:
+                head += extra_lines[0]
+            else:
+                head += "\n  " + "\n  ".join(lines) + "\n"
+        return head + ")"
 
 
-def _add_hook(hooks: dict, hook: Callable) -> RemovableHandle:
+def _addindent(s: str, n: int) -> str:
+    first, *rest = s.split("\n")
+    if not rest:
+        return s
+    return first + "\n" + "\n".join(" " * n + line for line in rest)
+
+
+def _add_hook(hooks: dict, hook: Callable, prepend: bool, extra: tuple) -> RemovableHandle:
     key = next(_hook_ids)
     hooks[key] = hook
-    return RemovableHandle(hooks, key)
+    if prepend:
+        hooks.move_to_end(key, last=False)
+    return RemovableHandle(hooks, key, extra)
 
 
 # ----- full backward hooks: identity Functions around the module's inputs and outputs -----
