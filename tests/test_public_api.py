@@ -24,7 +24,8 @@ API_FILE = Path(__file__).with_name("public_api.txt")
 NAMESPACES = {"cr": cr, "cr.linalg": cr.linalg, "cr.fft": cr.fft, "cr.special": cr.special, "cr.stats": cr.stats,
               "cr.integrate": cr.integrate, "cr.func": cr.func, "cr.nn": cr.nn,
               "cr.nn.functional": cr.nn.functional, "cr.nn.utils": cr.nn.utils,
-              "cr.optim": cr.optim, "cr.amp": cr.amp, "cr.precision": cr.precision, "cr.distributed": cr.distributed,
+              "cr.optim": cr.optim, "cr.optim.lr_scheduler": cr.optim.lr_scheduler, "cr.amp": cr.amp,
+              "cr.precision": cr.precision, "cr.distributed": cr.distributed,
               "cr.autograd": cr.autograd}
 CHAPTERS = list(N.CHAPTERS)
 # NumPy functions that take no array to dispatch on (they build from sizes), or that wrap another one

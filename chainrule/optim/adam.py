@@ -13,7 +13,8 @@ from chainrule.optim.optimizer import Optimizer
 
 
 class Adam(Optimizer):
-    """Adam; ``decoupled_weight_decay=True`` makes it AdamW.
+    """Adam; ``decoupled_weight_decay=True`` makes it AdamW, ``amsgrad=True`` divides by the running
+    maximum of the second moment (Reddi et al., ICLR 2018), ``maximize=True`` ascends.
 
     >>> import chainrule as cr
     >>> w = cr.nn.Parameter([1.0]); opt = cr.optim.Adam([w], lr=0.1)
@@ -22,20 +23,25 @@ class Adam(Optimizer):
     """
 
     def __init__(self, params: Iterable[Any], lr: float = 1e-3, betas: tuple = (0.9, 0.999),
-                 eps: float = 1e-8, weight_decay: float = 0.0,
-                 decoupled_weight_decay: bool = False) -> None:
+                 eps: float = 1e-8, weight_decay: float = 0.0, amsgrad: bool = False, *,
+                 maximize: bool = False, decoupled_weight_decay: bool = False) -> None:
         if lr < 0 or eps < 0 or weight_decay < 0 or not all(0 <= b < 1 for b in betas):
             raise ValueError(f"{type(self).__name__}: need lr, eps, weight_decay >= 0 and betas in "
                              f"[0, 1), got lr={lr}, eps={eps}, weight_decay={weight_decay}, betas={betas}")
         super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
+                                      amsgrad=amsgrad, maximize=maximize,
                                       decoupled_weight_decay=decoupled_weight_decay))
 
     def update(self, p: Any, g: Any, state: dict, group: dict) -> None:
         if p.dtype.kind == "c":       # as PyTorch: the real and imaginary parts are two real parameters
             return self.update(p.view(p.real.dtype), np.ascontiguousarray(g).view(p.real.dtype), state, group)
         lr, (b1, b2), wd = group["lr"], group["betas"], group["weight_decay"]
+        if group["maximize"]:
+            g = -g
         if not state:
             state.update(step=0, exp_avg=np.zeros_like(p), exp_avg_sq=np.zeros_like(p))
+            if group["amsgrad"]:
+                state["max_exp_avg_sq"] = np.zeros_like(p)
         if wd and group["decoupled_weight_decay"]:
             p *= 1 - lr * wd
         elif wd:
@@ -46,6 +52,8 @@ class Adam(Optimizer):
         m += (1 - b1) * g
         v *= b2
         v += (1 - b2) * g * g
+        if group["amsgrad"]:
+            v = np.maximum(state["max_exp_avg_sq"], v, out=state["max_exp_avg_sq"])
         denom = np.sqrt(v) / math.sqrt(1 - b2 ** t) + group["eps"]
         p -= (lr / (1 - b1 ** t) * m / denom).astype(p.dtype, copy=False)
 
@@ -60,5 +68,7 @@ class AdamW(Adam):
     """
 
     def __init__(self, params: Iterable[Any], lr: float = 1e-3, betas: tuple = (0.9, 0.999),
-                 eps: float = 1e-8, weight_decay: float = 1e-2) -> None:
-        super().__init__(params, lr, betas, eps, weight_decay, decoupled_weight_decay=True)
+                 eps: float = 1e-8, weight_decay: float = 1e-2, amsgrad: bool = False, *,
+                 maximize: bool = False) -> None:
+        super().__init__(params, lr, betas, eps, weight_decay, amsgrad, maximize=maximize,
+                         decoupled_weight_decay=True)
