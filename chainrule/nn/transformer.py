@@ -7,7 +7,7 @@ pre-norm with ``norm_first=True``) as PyTorch; built from ``MultiheadAttention``
 from __future__ import annotations
 
 import copy
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 from chainrule.core._backend import np
 from chainrule.core._dtypes import get_default_dtype
@@ -15,6 +15,7 @@ from chainrule.core.errors import ShapeError
 from chainrule.core.tensor import Tensor
 from chainrule.nn import init
 from chainrule.nn.attention import MultiheadAttention
+from chainrule.nn.containers import ModuleList
 from chainrule.nn.functional.basic import gelu, relu
 from chainrule.nn.layers import Dropout, LayerNorm, Linear
 from chainrule.nn.module import Module
@@ -56,28 +57,10 @@ def _check_width(x: Any, d_model: int, who: str, name: str) -> None:
                          f"E = d_model = {d_model}; got {shape}")
 
 
-class _LayerList(Module):
-    """The stacks' ``layers`` container (keys ``layers.0...``, as PyTorch's ModuleList)."""
-
-    def __init__(self, modules: list) -> None:
-        super().__init__()
-        for i, m in enumerate(modules):
-            self.add_module(str(i), m)
-
-    def __getitem__(self, i: int) -> Module:
-        return list(self._modules.values())[i]
-
-    def __len__(self) -> int:
-        return len(self._modules)
-
-    def __iter__(self) -> Iterator[Module]:
-        return iter(self._modules.values())
-
-
-def _clones(layer: Module, n: int) -> _LayerList:
+def _clones(layer: Module, n: int) -> ModuleList:
     # deep copies share the layer's random generators (one stream, as PyTorch's global one)
     memo = {id(g): g for m in layer.modules() for g in [getattr(m, "generator", None)] if g is not None}
-    return _LayerList([copy.deepcopy(layer, dict(memo)) for _ in range(n)])
+    return ModuleList([copy.deepcopy(layer, dict(memo)) for _ in range(n)])
 
 
 class TransformerEncoderLayer(Module):

@@ -9,17 +9,9 @@ from chainrule.core._backend import np
 from chainrule.core._dtypes import get_default_dtype
 from chainrule.core.grad_mode import no_grad
 from chainrule.core.tensor import Tensor
+from chainrule.nn.utils._util import tensor_list
 
 __all__ = ["clip_grad_norm_", "clip_grad_value_", "clip_grads_with_norm_", "get_total_norm"]
-
-
-def _tensors(parameters: Any, who: str) -> list:
-    items = [parameters] if isinstance(parameters, Tensor) else list(parameters)
-    for i, t in enumerate(items):
-        if not isinstance(t, Tensor):
-            raise TypeError(f"{who}: expected Tensors (e.g. model.parameters()), but item {i} is "
-                            f"{type(t).__name__}")
-    return items
 
 
 def _norm_type(norm_type: Any, who: str) -> float:
@@ -39,7 +31,7 @@ def get_total_norm(tensors: Any, norm_type: float = 2.0, error_if_nonfinite: boo
     tensor(5.)
     """
     p = _norm_type(norm_type, "get_total_norm")
-    tensors = _tensors(tensors, "get_total_norm")
+    tensors = tensor_list(tensors, "get_total_norm")
     if not tensors:
         return Tensor(np.zeros((), dtype=get_default_dtype()))
     norms = [ops.linalg.vector_norm(t, ord=p) for t in tensors]
@@ -60,7 +52,7 @@ def clip_grads_with_norm_(parameters: Any, max_norm: float, total_norm: Any, for
     >>> cr.nn.utils.clip_grads_with_norm_([p], 1.0, cr.tensor(5.0)); p.grad.round(4)
     tensor([0.6, 0.8])
     """
-    params = _tensors(parameters, "clip_grads_with_norm_")
+    params = tensor_list(parameters, "clip_grads_with_norm_")
     grads = [p.grad for p in params if p.grad is not None]
     if not grads:
         return
@@ -85,7 +77,7 @@ def clip_grad_norm_(parameters: Any, max_norm: float, norm_type: float = 2.0, er
     >>> cr.nn.utils.clip_grad_norm_([w], max_norm=1.0), w.grad.round(4)
     (tensor(5.), tensor([0.6, 0.8]))
     """
-    params = _tensors(parameters, "clip_grad_norm_")
+    params = tensor_list(parameters, "clip_grad_norm_")
     grads = [p.grad for p in params if p.grad is not None]
     total = get_total_norm(grads, norm_type, error_if_nonfinite, foreach)
     clip_grads_with_norm_(params, max_norm, total, foreach)
@@ -104,7 +96,7 @@ def clip_grad_value_(parameters: Any, clip_value: float, foreach: Any = None) ->
     v = float(clip_value)
     if v < 0:
         raise ValueError(f"clip_grad_value_: clip_value must be non-negative, got {clip_value}")
-    for p in _tensors(parameters, "clip_grad_value_"):
+    for p in tensor_list(parameters, "clip_grad_value_"):
         if p.grad is not None:
             p.grad._assign(ops.clip(p.grad, -v, v), "clip_grad_value_")
 

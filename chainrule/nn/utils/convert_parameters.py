@@ -8,17 +8,9 @@ from chainrule.core._backend import np
 from chainrule.core.errors import ShapeError
 from chainrule.core.grad_mode import no_grad
 from chainrule.core.tensor import Tensor
+from chainrule.nn.utils._util import tensor_list
 
 __all__ = ["parameters_to_vector", "vector_to_parameters"]
-
-
-def _as_list(parameters: Any, who: str) -> list:
-    items = [parameters] if isinstance(parameters, Tensor) else list(parameters)
-    for i, t in enumerate(items):
-        if not isinstance(t, Tensor):
-            raise TypeError(f"{who}: expected Tensors (e.g. model.parameters()), but item {i} is "
-                            f"{type(t).__name__}")
-    return items
 
 
 def parameters_to_vector(parameters: Any) -> Tensor:
@@ -28,7 +20,7 @@ def parameters_to_vector(parameters: Any) -> Tensor:
     >>> cr.nn.utils.parameters_to_vector(cr.nn.Linear(3, 2).parameters()).shape
     (8,)
     """
-    params = _as_list(parameters, "parameters_to_vector")
+    params = tensor_list(parameters, "parameters_to_vector")
     if not params:
         raise ValueError("parameters_to_vector: got no parameters; pass e.g. model.parameters() of a model "
                          "that has some")
@@ -48,7 +40,7 @@ def vector_to_parameters(vec: Tensor, parameters: Any) -> None:
     if vec.ndim != 1:
         raise ShapeError(f"vector_to_parameters: vec must be 1-D, got shape {vec.shape}; flatten it "
                          f"(e.g. with parameters_to_vector)")
-    params = _as_list(parameters, "vector_to_parameters")
+    params = tensor_list(parameters, "vector_to_parameters")
     total = sum(p.size for p in params)
     if vec.shape[0] != total:
         raise ShapeError(f"vector_to_parameters: vec has {vec.shape[0]} elements but the parameters "
