@@ -19,12 +19,15 @@ __all__ = ["ELU", "GLU", "SELU", "Hardswish", "Hardtanh", "LeakyReLU", "LogSoftm
 
 
 class _Elementwise(Module):
+    _repr_fields: tuple = ()     # the attributes extra_repr shows, before "inplace=True" when set
+
     def __init__(self, inplace: bool = False) -> None:
         super().__init__()
         self.inplace = inplace
 
     def extra_repr(self) -> str:
-        return "inplace=True" if self.inplace else ""
+        parts = [f"{k}={getattr(self, k)}" for k in self._repr_fields]
+        return ", ".join(parts + ["inplace=True"] * bool(self.inplace))
 
 
 class LeakyReLU(_Elementwise):
@@ -35,15 +38,14 @@ class LeakyReLU(_Elementwise):
     tensor([-0.1,  2. ])
     """
 
+    _repr_fields = ("negative_slope",)
+
     def __init__(self, negative_slope: float = 0.01, inplace: bool = False) -> None:
         super().__init__(inplace)
         self.negative_slope = negative_slope
 
     def forward(self, input: Any) -> Any:
         return A.leaky_relu(input, self.negative_slope)
-
-    def extra_repr(self) -> str:
-        return f"negative_slope={self.negative_slope}" + (", inplace=True" if self.inplace else "")
 
 
 class ELU(_Elementwise):
@@ -54,15 +56,14 @@ class ELU(_Elementwise):
     tensor([1.])
     """
 
+    _repr_fields = ("alpha",)
+
     def __init__(self, alpha: float = 1.0, inplace: bool = False) -> None:
         super().__init__(inplace)
         self.alpha = alpha
 
     def forward(self, input: Any) -> Any:
         return A.elu(input, self.alpha)
-
-    def extra_repr(self) -> str:
-        return f"alpha={self.alpha}" + (", inplace=True" if self.inplace else "")
 
 
 class SELU(_Elementwise):
@@ -140,6 +141,8 @@ class Hardtanh(_Elementwise):
     tensor([-2.,  1.,  2.])
     """
 
+    _repr_fields = ("min_val", "max_val")
+
     def __init__(self, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False) -> None:
         super().__init__(inplace)
         if min_val > max_val:
@@ -148,9 +151,6 @@ class Hardtanh(_Elementwise):
 
     def forward(self, input: Any) -> Any:
         return A.hardtanh(input, self.min_val, self.max_val)
-
-    def extra_repr(self) -> str:
-        return f"min_val={self.min_val}, max_val={self.max_val}" + (", inplace=True" if self.inplace else "")
 
 
 class ReLU6(_Elementwise):

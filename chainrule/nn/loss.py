@@ -25,6 +25,8 @@ _REDUCTIONS = ("mean", "sum", "none")
 
 class _Loss(Module):
     _allowed = _REDUCTIONS
+    _fn: Any = None        # the functional form: the default forward is _fn(input, target, reduction=, ...)
+    _options: tuple = ()   # ... with these attributes as the keyword arguments of the same names
 
     def __init__(self, size_average: Any = None, reduce: Any = None, reduction: str = "mean") -> None:
         super().__init__()
@@ -36,6 +38,9 @@ class _Loss(Module):
 
     def extra_repr(self) -> str:
         return f"reduction={self.reduction!r}" if self.reduction != "mean" else ""
+
+    def forward(self, input: Any, target: Any) -> Any:
+        return self._fn(input, target, reduction=self.reduction, **{k: getattr(self, k) for k in self._options})
 
 
 def _buffer(value: Any) -> Any:
@@ -61,8 +66,7 @@ class L1Loss(_Loss):
     tensor(1.5)
     """
 
-    def forward(self, input: Any, target: Any) -> Any:
-        return L.l1_loss(input, target, reduction=self.reduction)
+    _fn = staticmethod(L.l1_loss)
 
 
 class MSELoss(_Loss):
@@ -73,8 +77,7 @@ class MSELoss(_Loss):
     tensor(5.)
     """
 
-    def forward(self, input: Any, target: Any) -> Any:
-        return basic.mse_loss(input, target, reduction=self.reduction)
+    _fn = staticmethod(basic.mse_loss)
 
 
 class SmoothL1Loss(_Loss):
@@ -90,8 +93,7 @@ class SmoothL1Loss(_Loss):
         super().__init__(size_average, reduce, reduction)
         self.beta = beta
 
-    def forward(self, input: Any, target: Any) -> Any:
-        return L.smooth_l1_loss(input, target, reduction=self.reduction, beta=self.beta)
+    _fn, _options = staticmethod(L.smooth_l1_loss), ("beta",)
 
 
 class HuberLoss(_Loss):
@@ -106,8 +108,7 @@ class HuberLoss(_Loss):
         super().__init__(reduction=reduction)
         self.delta = delta
 
-    def forward(self, input: Any, target: Any) -> Any:
-        return L.huber_loss(input, target, reduction=self.reduction, delta=self.delta)
+    _fn, _options = staticmethod(L.huber_loss), ("delta",)
 
 
 class CrossEntropyLoss(_WeightedLoss):
@@ -156,8 +157,7 @@ class BCELoss(_WeightedLoss):
     0.6931
     """
 
-    def forward(self, input: Any, target: Any) -> Any:
-        return L.binary_cross_entropy(input, target, self.weight, reduction=self.reduction)
+    _fn, _options = staticmethod(L.binary_cross_entropy), ("weight",)
 
 
 class BCEWithLogitsLoss(_Loss):
@@ -176,9 +176,7 @@ class BCEWithLogitsLoss(_Loss):
         self.register_buffer("weight", _buffer(weight))
         self.register_buffer("pos_weight", _buffer(pos_weight))
 
-    def forward(self, input: Any, target: Any) -> Any:
-        return L.binary_cross_entropy_with_logits(input, target, self.weight, reduction=self.reduction,
-                                                  pos_weight=self.pos_weight)
+    _fn, _options = staticmethod(L.binary_cross_entropy_with_logits), ("weight", "pos_weight")
 
 
 class KLDivLoss(_Loss):
@@ -198,11 +196,22 @@ class KLDivLoss(_Loss):
         super().__init__(size_average, reduce, reduction)
         self.log_target = log_target
 
-    def forward(self, input: Any, target: Any) -> Any:
-        return L.kl_div(input, target, reduction=self.reduction, log_target=self.log_target)
+    _fn, _options = staticmethod(L.kl_div), ("log_target",)
 
 
-class CosineEmbeddingLoss(_Loss):
+class _PairMarginLoss(_Loss):
+    """A loss of two inputs, a target and a ``margin``: ``_fn(input1, input2, target, margin, reduction=)``."""
+
+    def __init__(self, margin: float = 0.0, size_average: Any = None, reduce: Any = None,
+                 reduction: str = "mean") -> None:
+        super().__init__(size_average, reduce, reduction)
+        self.margin = margin
+
+    def forward(self, input1: Any, input2: Any, target: Any) -> Any:
+        return self._fn(input1, input2, target, self.margin, reduction=self.reduction)
+
+
+class CosineEmbeddingLoss(_PairMarginLoss):
     """``1 - cos`` for pairs labelled 1, ``max(0, cos - margin)`` for pairs labelled -1.
 
     >>> import chainrule as cr
@@ -210,16 +219,10 @@ class CosineEmbeddingLoss(_Loss):
     tensor(1.)
     """
 
-    def __init__(self, margin: float = 0.0, size_average: Any = None, reduce: Any = None,
-                 reduction: str = "mean") -> None:
-        super().__init__(size_average, reduce, reduction)
-        self.margin = margin
-
-    def forward(self, input1: Any, input2: Any, target: Any) -> Any:
-        return L.cosine_embedding_loss(input1, input2, target, self.margin, reduction=self.reduction)
+    _fn = staticmethod(L.cosine_embedding_loss)
 
 
-class MarginRankingLoss(_Loss):
+class MarginRankingLoss(_PairMarginLoss):
     """``max(0, -y (x1 - x2) + margin)``.
 
     >>> import chainrule as cr
@@ -227,13 +230,7 @@ class MarginRankingLoss(_Loss):
     tensor(3.)
     """
 
-    def __init__(self, margin: float = 0.0, size_average: Any = None, reduce: Any = None,
-                 reduction: str = "mean") -> None:
-        super().__init__(size_average, reduce, reduction)
-        self.margin = margin
-
-    def forward(self, input1: Any, input2: Any, target: Any) -> Any:
-        return L.margin_ranking_loss(input1, input2, target, self.margin, reduction=self.reduction)
+    _fn = staticmethod(L.margin_ranking_loss)
 
 
 class TripletMarginLoss(_Loss):

@@ -83,9 +83,14 @@ def _redraw(module: Module, hidden_size: int, generator: Any) -> None:
         init.uniform_(p, -bound, bound, generator)
 
 
+def _nonlinearity_repr(nonlinearity: str) -> str:
+    """The extra_repr tail of RNNCell and RNN: empty for the default tanh."""
+    return "" if nonlinearity == "tanh" else f", nonlinearity={nonlinearity!r}"
+
+
 # ----- cells -----
 class _CellBase(Module):
-    _state_names: tuple = ()
+    _state_names: tuple = ("hx",)                # LSTMCell's are ("h", "c") and it has its own forward
 
     def __init__(self, mode: str, input_size: int, hidden_size: int, bias: bool, dtype: Any,
                  generator: Any) -> None:
@@ -136,6 +141,11 @@ class _CellBase(Module):
     def extra_repr(self) -> str:
         return f"{self.input_size}, {self.hidden_size}" + ("" if self.bias else ", bias=False")
 
+    def forward(self, input: Any, hx: Any = None) -> Any:
+        x, (h,), unbatched = self._check(input, None if hx is None else (hx,))
+        h, _ = _step(self._mode, linear(x, self.weight_ih, self.bias_ih), h, None, self.weight_hh, self.bias_hh)
+        return h[0] if unbatched else h
+
 
 class RNNCell(_CellBase):
     """One Elman step ``h' = tanh(x @ W_ih.T + b_ih + h @ W_hh.T + b_hh)`` (or relu); hx zeros if omitted.
@@ -146,20 +156,13 @@ class RNNCell(_CellBase):
     (2, 3)
     """
 
-    _state_names = ("hx",)
-
     def __init__(self, input_size: int, hidden_size: int, bias: bool = True, nonlinearity: str = "tanh",
                  dtype: Any = None, generator: Any = None) -> None:
         super().__init__(_rnn_mode(nonlinearity, "RNNCell"), input_size, hidden_size, bias, dtype, generator)
         self.nonlinearity = nonlinearity
 
-    def forward(self, input: Any, hx: Any = None) -> Any:
-        x, (h,), unbatched = self._check(input, None if hx is None else (hx,))
-        h, _ = _step(self._mode, linear(x, self.weight_ih, self.bias_ih), h, None, self.weight_hh, self.bias_hh)
-        return h[0] if unbatched else h
-
     def extra_repr(self) -> str:
-        return super().extra_repr() + ("" if self.nonlinearity == "tanh" else f", nonlinearity={self.nonlinearity!r}")
+        return super().extra_repr() + _nonlinearity_repr(self.nonlinearity)
 
 
 class LSTMCell(_CellBase):
@@ -194,16 +197,9 @@ class GRUCell(_CellBase):
     (3,)
     """
 
-    _state_names = ("hx",)
-
     def __init__(self, input_size: int, hidden_size: int, bias: bool = True, dtype: Any = None,
                  generator: Any = None) -> None:
         super().__init__("GRU", input_size, hidden_size, bias, dtype, generator)
-
-    def forward(self, input: Any, hx: Any = None) -> Any:
-        x, (h,), unbatched = self._check(input, None if hx is None else (hx,))
-        h, _ = _step("GRU", linear(x, self.weight_ih, self.bias_ih), h, None, self.weight_hh, self.bias_hh)
-        return h[0] if unbatched else h
 
 
 # ----- stacked sequence layers -----
@@ -377,7 +373,7 @@ class RNN(_RNNBase):
         self.nonlinearity = nonlinearity
 
     def extra_repr(self) -> str:
-        return super().extra_repr() + ("" if self.nonlinearity == "tanh" else f", nonlinearity={self.nonlinearity!r}")
+        return super().extra_repr() + _nonlinearity_repr(self.nonlinearity)
 
 
 class LSTM(_RNNBase):

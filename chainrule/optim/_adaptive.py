@@ -12,6 +12,13 @@ from chainrule.core._backend import np
 from chainrule.optim.optimizer import Optimizer
 
 
+def _update_moments(m: Any, v: Any, g: Any, b1: float, b2: float) -> None:
+    """Adam's running moments, in place: ``m`` the mean of ``g`` (decay ``b1``), ``v`` of ``g**2`` (``b2``)."""
+    m += (1 - b1) * (g - m)
+    v *= b2
+    v += (1 - b2) * g * g
+
+
 class AdaptiveOptimizer(Optimizer):
     """Base for the per-coordinate adaptive optimizers; subclasses define ``init_state`` and ``rule``."""
 

@@ -6,7 +6,7 @@ import math
 from typing import Any, Iterable
 
 from chainrule.core._backend import np
-from chainrule.optim._adaptive import AdaptiveOptimizer
+from chainrule.optim._adaptive import AdaptiveOptimizer, _update_moments
 
 
 class Adamax(AdaptiveOptimizer):
@@ -59,9 +59,7 @@ class NAdam(AdaptiveOptimizer):
         mu_next = b1 * (1.0 - 0.5 * 0.96 ** ((step + 1) * md))
         state["mu_product"] *= mu
         mu_prod = state["mu_product"]
-        m += (1 - b1) * (g - m)
-        v *= b2
-        v += (1 - b2) * g * g
+        _update_moments(m, v, g, b1, b2)
         denom = np.sqrt(v / (1 - b2 ** step)) + group["eps"]
         p -= ((lr * (1.0 - mu) / (1.0 - mu_prod)) * g / denom).astype(p.dtype, copy=False)
         p -= ((lr * mu_next / (1.0 - mu_prod * mu_next)) * m / denom).astype(p.dtype, copy=False)
@@ -88,9 +86,7 @@ class RAdam(AdaptiveOptimizer):
     def rule(self, p: Any, g: Any, state: dict, group: dict, step: int) -> None:
         (b1, b2), lr = group["betas"], group["lr"]
         m, v = state["exp_avg"], state["exp_avg_sq"]
-        m += (1 - b1) * (g - m)
-        v *= b2
-        v += (1 - b2) * g * g
+        _update_moments(m, v, g, b1, b2)
         bc2 = 1 - b2 ** step
         rho_inf = 2 / (1 - b2) - 1
         rho_t = rho_inf - 2 * step * b2 ** step / bc2

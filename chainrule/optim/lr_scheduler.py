@@ -166,7 +166,17 @@ def _lambdas(cls: str, optimizer: Optimizer, lr_lambda: Any) -> list:
     return fns
 
 
-class LambdaLR(ChainableLR):
+class _LambdaScheduler(ChainableLR):
+    """Base of LambdaLR and MultiplicativeLR: one ``lr_lambda`` per parameter group (saved as state)."""
+
+    _callables = ("lr_lambdas",)
+
+    def __init__(self, optimizer: Optimizer, lr_lambda: Callable | list, last_epoch: int = -1) -> None:
+        self.lr_lambdas = _lambdas(type(self).__name__, optimizer, lr_lambda)
+        super().__init__(optimizer, last_epoch)
+
+
+class LambdaLR(_LambdaScheduler):
     """``lr = initial_lr * lr_lambda(epoch)``.
 
     >>> import chainrule as cr
@@ -176,17 +186,11 @@ class LambdaLR(ChainableLR):
     [0.5, 0.3333333333333333, 0.25]
     """
 
-    _callables = ("lr_lambdas",)
-
-    def __init__(self, optimizer: Optimizer, lr_lambda: Callable | list, last_epoch: int = -1) -> None:
-        self.lr_lambdas = _lambdas("LambdaLR", optimizer, lr_lambda)
-        super().__init__(optimizer, last_epoch)
-
     def get_lr(self) -> list[float]:
         return [b * f(self.last_epoch) for f, b in zip(self.lr_lambdas, self.base_lrs)]
 
 
-class MultiplicativeLR(ChainableLR):
+class MultiplicativeLR(_LambdaScheduler):
     """Multiply the current rate by ``lr_lambda(epoch)`` at each step.
 
     >>> import chainrule as cr
@@ -195,12 +199,6 @@ class MultiplicativeLR(ChainableLR):
     >>> [(s.step(), s.get_last_lr()[0])[1] for _ in range(3)]
     [0.5, 0.25, 0.125]
     """
-
-    _callables = ("lr_lambdas",)
-
-    def __init__(self, optimizer: Optimizer, lr_lambda: Callable | list, last_epoch: int = -1) -> None:
-        self.lr_lambdas = _lambdas("MultiplicativeLR", optimizer, lr_lambda)
-        super().__init__(optimizer, last_epoch)
 
     def get_lr(self) -> list[float]:
         if self._is_initial:
@@ -338,6 +336,7 @@ class PolynomialLR(ChainableLR):
         return [b * (1.0 - min(self.total_iters, self.last_epoch) / self.total_iters) ** self.power
                 for b in self.base_lrs]
 
+
 class StepLR(ChainableLR):
     """Multiply the learning rate by ``gamma`` every ``step_size`` epochs.
 
@@ -456,6 +455,23 @@ def _set_momentum(group: dict, value: float, use_beta1: bool) -> None:
         group["momentum"] = value
 
 
+def _cycle_momentum(cls: str, optimizer: Optimizer, base_momentum: Any, max_momentum: Any,
+                    last_epoch: int) -> tuple:
+    """OneCycleLR's and CyclicLR's momentum setup: ``(use_beta1, base_momentums, max_momentums)``; a
+    fresh start (``last_epoch=-1``) also sets each group's momentum (or beta1) to its maximum."""
+    if "momentum" not in optimizer.defaults and "betas" not in optimizer.defaults:
+        raise ValueError(f"{cls}: cycle_momentum=True needs an optimizer with momentum or betas, "
+                         f"{type(optimizer).__name__} has neither; pass cycle_momentum=False")
+    use_beta1 = "betas" in optimizer.defaults
+    base = _per_group(cls, "base_momentum", optimizer, base_momentum)
+    top = _per_group(cls, "max_momentum", optimizer, max_momentum)
+    if last_epoch == -1:
+        for m, b, g in zip(top, base, optimizer.param_groups):
+            _set_momentum(g, m, use_beta1)
+            g["max_momentum"], g["base_momentum"] = m, b
+    return use_beta1, base, top
+
+
 class OneCycleLR(ChainableLR):
     """Smith's 1cycle policy (arXiv 1708.07120), stepped once per batch; momentum (or beta1) cycles inversely.
 
@@ -503,16 +519,7 @@ class OneCycleLR(ChainableLR):
                 g["min_lr"] = g["initial_lr"] / final_div_factor
         self.cycle_momentum = cycle_momentum
         if cycle_momentum:
-            if "momentum" not in optimizer.defaults and "betas" not in optimizer.defaults:
-                raise ValueError(f"OneCycleLR: cycle_momentum=True needs an optimizer with momentum or betas, "
-                                 f"{type(optimizer).__name__} has neither; pass cycle_momentum=False")
-            self.use_beta1 = "betas" in optimizer.defaults
-            maxm = _per_group("OneCycleLR", "max_momentum", optimizer, max_momentum)
-            basem = _per_group("OneCycleLR", "base_momentum", optimizer, base_momentum)
-            if last_epoch == -1:
-                for m, b, g in zip(maxm, basem, optimizer.param_groups):
-                    _set_momentum(g, m, self.use_beta1)
-                    g["max_momentum"], g["base_momentum"] = m, b
+            self.use_beta1, _, _ = _cycle_momentum("OneCycleLR", optimizer, base_momentum, max_momentum, last_epoch)
         super().__init__(optimizer, last_epoch)
 
     def _anneal(self, start: float, end: float, pct: float) -> float:
@@ -578,16 +585,8 @@ class CyclicLR(ChainableLR):
             ("iterations" if mode == "exp_range" else "cycle")
         self.cycle_momentum = cycle_momentum
         if cycle_momentum:
-            if "momentum" not in optimizer.defaults and "betas" not in optimizer.defaults:
-                raise ValueError(f"CyclicLR: cycle_momentum=True needs an optimizer with momentum or betas, "
-                                 f"{type(optimizer).__name__} has neither; pass cycle_momentum=False")
-            self.use_beta1 = "betas" in optimizer.defaults
-            self.base_momentums = _per_group("CyclicLR", "base_momentum", optimizer, base_momentum)
-            self.max_momentums = _per_group("CyclicLR", "max_momentum", optimizer, max_momentum)
-            if last_epoch == -1:
-                for m, b, g in zip(self.max_momentums, self.base_momentums, optimizer.param_groups):
-                    _set_momentum(g, m, self.use_beta1)
-                    g["max_momentum"], g["base_momentum"] = m, b
+            self.use_beta1, self.base_momentums, self.max_momentums = _cycle_momentum(
+                "CyclicLR", optimizer, base_momentum, max_momentum, last_epoch)
         super().__init__(optimizer, last_epoch)
         self.base_lrs = base_lrs
 

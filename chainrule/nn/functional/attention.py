@@ -140,6 +140,16 @@ def _pad_key_axis(mask: Any) -> Any:
     return ops.pad(mask, ((0, 0),) * (nd - 1) + ((0, 1),))
 
 
+def _key_heads(t: Any, static: Any, name: str, n_heads: int, head_dim: int, who: str) -> Any:
+    """``t`` (S, N, E) split into heads (N * H, S, head_dim), or ``static`` (given as such) checked."""
+    if static is None:
+        return ops.swapaxes(ops.reshape(t, (_shape(t)[0], n_heads, head_dim)), 0, 1)
+    if _shape(static)[::2] != (n_heads, head_dim):
+        raise ShapeError(f"{who}: {name} must be (N * num_heads, S, head_dim) = ({n_heads}, S, "
+                         f"{head_dim}), got {_shape(static)}")
+    return static
+
+
 def multi_head_attention_forward(query: Any, key: Any, value: Any, embed_dim_to_check: int, num_heads: int,
                                  in_proj_weight: Any, in_proj_bias: Any, bias_k: Any, bias_v: Any,
                                  add_zero_attn: bool, dropout_p: float, out_proj_weight: Any,
@@ -233,20 +243,8 @@ def multi_head_attention_forward(query: Any, key: Any, value: Any, embed_dim_to_
 
     # ----- heads: (L, N, E) -> (N * H, L, head_dim) -----
     q = ops.swapaxes(ops.reshape(q, (tgt_len, bsz * num_heads, head_dim)), 0, 1)
-    if static_k is None:
-        k = ops.swapaxes(ops.reshape(k, (_shape(k)[0], bsz * num_heads, head_dim)), 0, 1)
-    elif _shape(static_k)[::2] != (bsz * num_heads, head_dim):
-        raise ShapeError(f"{who}: static_k must be (N * num_heads, S, head_dim) = ({bsz * num_heads}, S, "
-                         f"{head_dim}), got {_shape(static_k)}")
-    else:
-        k = static_k
-    if static_v is None:
-        v = ops.swapaxes(ops.reshape(v, (_shape(v)[0], bsz * num_heads, head_dim)), 0, 1)
-    elif _shape(static_v)[::2] != (bsz * num_heads, head_dim):
-        raise ShapeError(f"{who}: static_v must be (N * num_heads, S, head_dim) = ({bsz * num_heads}, S, "
-                         f"{head_dim}), got {_shape(static_v)}")
-    else:
-        v = static_v
+    k = _key_heads(k, static_k, "static_k", bsz * num_heads, head_dim, who)
+    v = _key_heads(v, static_v, "static_v", bsz * num_heads, head_dim, who)
     if add_zero_attn:
         zeros = np.zeros((bsz * num_heads, 1, head_dim), dtype=dtype)
         k, v = ops.concatenate([k, zeros], axis=1), ops.concatenate([v, zeros], axis=1)

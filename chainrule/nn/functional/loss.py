@@ -67,6 +67,15 @@ def _elementwise_weight(weight: Any, input: Any, who: str) -> Any:
     return _as_constant(weight, input)
 
 
+def _difference(input: Any, target: Any, param_bad: bool, param_rule: str, who: str) -> tuple:
+    """``(d, |d|)`` for ``d = input - target``, after the shape check and the loss's parameter check."""
+    _same_shape(input, target, who)
+    if param_bad:
+        raise ValueError(f"{who}: {param_rule}")
+    d = input - target
+    return d, ops.abs(d)
+
+
 def smooth_l1_loss(input: Any, target: Any, size_average: Any = None, reduce: Any = None,
                    reduction: str = "mean", beta: float = 1.0) -> Any:
     """``0.5 d**2 / beta`` where ``|d| < beta``, else ``|d| - 0.5 beta`` (``d = x - t``; beta=0 is l1_loss).
@@ -75,11 +84,7 @@ def smooth_l1_loss(input: Any, target: Any, size_average: Any = None, reduce: An
     >>> cr.nn.functional.smooth_l1_loss(cr.tensor([0.5, 3.0]), cr.tensor([0.0, 0.0]), reduction="none")
     tensor([0.125, 2.5  ])
     """
-    _same_shape(input, target, "smooth_l1_loss")
-    if beta < 0:
-        raise ValueError(f"smooth_l1_loss: beta must be non-negative, got {beta}")
-    d = input - target
-    ad = ops.abs(d)
+    d, ad = _difference(input, target, beta < 0, f"beta must be non-negative, got {beta}", "smooth_l1_loss")
     loss = ad if beta == 0 else ops.where(ad < beta, d * d * (0.5 / beta), ad - 0.5 * beta)
     return _reduce(loss, _legacy_reduction(size_average, reduce, reduction), "smooth_l1_loss")
 
@@ -92,11 +97,7 @@ def huber_loss(input: Any, target: Any, reduction: str = "mean", delta: float = 
     >>> cr.nn.functional.huber_loss(cr.tensor([0.5, 3.0]), cr.tensor([0.0, 0.0]), reduction="none")
     tensor([0.125, 2.5  ])
     """
-    _same_shape(input, target, "huber_loss")
-    if delta <= 0:
-        raise ValueError(f"huber_loss: delta must be positive, got {delta}")
-    d = input - target
-    ad = ops.abs(d)
+    d, ad = _difference(input, target, delta <= 0, f"delta must be positive, got {delta}", "huber_loss")
     loss = ops.where(ad < delta, d * d * 0.5, (ad - 0.5 * delta) * delta)
     if weight is not None:
         loss = loss * _elementwise_weight(weight, input, "huber_loss")

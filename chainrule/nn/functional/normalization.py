@@ -136,15 +136,22 @@ def _affine(out: Any, weight: Any, bias: Any, ndim: int) -> Any:
     return out
 
 
-# ----- batch_norm -----
-def _batch_norm(x: Any, running_mean: Any, running_var: Any, weight: Any, bias: Any, training: bool,
-                momentum: Any, eps: float, who: str) -> Any:
-    shape = _check_input(x, 2, "(N, C) or (N, C, *)", who)
+def _check_channel_input(x: Any, expected: str, weight: Any, bias: Any, running_mean: Any, running_var: Any,
+                         who: str) -> tuple:
+    """Checks an input with channels on axis 1 and its per-channel vectors; returns ``(shape, C)``."""
+    shape = _check_input(x, 2, expected, who)
     c = shape[1]
     for v, name in ((weight, "weight"), (bias, "bias"), (running_mean, "running_mean"),
                     (running_var, "running_var")):
         _check_channel_vector(v, c, name, shape, who)
     _check_stats_pair(running_mean, running_var, who)
+    return shape, c
+
+
+# ----- batch_norm -----
+def _batch_norm(x: Any, running_mean: Any, running_var: Any, weight: Any, bias: Any, training: bool,
+                momentum: Any, eps: float, who: str) -> Any:
+    shape, c = _check_channel_input(x, "(N, C) or (N, C, *)", weight, bias, running_mean, running_var, who)
     x, low = _in_accum(x)
     if training:
         count = math.prod(shape) // c if c else 0
@@ -188,12 +195,7 @@ def batch_norm(input: Any, running_mean: Any, running_var: Any, weight: Any = No
 # ----- instance_norm -----
 def _instance_norm(x: Any, running_mean: Any, running_var: Any, weight: Any, bias: Any,
                    use_input_stats: bool, momentum: Any, eps: float, who: str) -> Any:
-    shape = _check_input(x, 2, "(N, C, *)", who)
-    c = shape[1]
-    for v, name in ((weight, "weight"), (bias, "bias"), (running_mean, "running_mean"),
-                    (running_var, "running_var")):
-        _check_channel_vector(v, c, name, shape, who)
-    _check_stats_pair(running_mean, running_var, who)
+    shape, c = _check_channel_input(x, "(N, C, *)", weight, bias, running_mean, running_var, who)
     x, low = _in_accum(x)
     if use_input_stats:
         count = math.prod(shape[2:])
