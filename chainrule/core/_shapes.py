@@ -58,3 +58,14 @@ def broadcast_shapes(*shapes: tuple[int, ...]) -> tuple[int, ...]:
         out.append(sizes.pop() if sizes else 1)
     return tuple(out)
 
+
+def broadcasts_to(shape: tuple[int, ...], target: tuple[int, ...]) -> bool:
+    """Does ``shape`` broadcast to ``target`` (without growing it)?
+
+    >>> broadcasts_to((1, 3), (2, 3)), broadcasts_to((2, 3), (3,))
+    (True, False)
+    """
+    try:
+        return broadcast_shapes(tuple(shape), tuple(target)) == tuple(target)
+    except ShapeError:
+        return False

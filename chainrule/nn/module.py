@@ -510,6 +510,12 @@ class Module:
         inputs are computed; a returned tuple replaces ``grad_input``."""
         return _add_hook(self._backward_hooks, hook, prepend, ())
 
+    def _run_forward_hook(self, key: int, hook: Callable, args: tuple, kwargs: dict, result: Any) -> Any:
+        """One forward hook (with the keyword arguments if it asked for them); its non-None return replaces
+        the result."""
+        res = hook(self, args, kwargs, result) if key in self._forward_hooks_with_kwargs else hook(self, args, result)
+        return result if res is None else res
+
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if self._forward_pre_hooks or self._forward_hooks or self._backward_hooks:
             return self._call_with_hooks(args, kwargs)
@@ -541,12 +547,7 @@ class Module:
             for key, hook in list(self._forward_hooks.items()):
                 if key in self._forward_hooks_always_called:
                     called.add(key)
-                if key in self._forward_hooks_with_kwargs:
-                    res = hook(self, args, kwargs, result)
-                else:
-                    res = hook(self, args, result)
-                if res is not None:
-                    result = res
+                result = self._run_forward_hook(key, hook, args, kwargs, result)
             if bw is not None:
                 result = bw.wrap_outputs(result)
             return result
@@ -555,12 +556,7 @@ class Module:
                 if key not in self._forward_hooks_always_called or key in called:
                     continue
                 try:
-                    if key in self._forward_hooks_with_kwargs:
-                        res = hook(self, args, kwargs, result)
-                    else:
-                        res = hook(self, args, result)
-                    if res is not None:
-                        result = res
+                    result = self._run_forward_hook(key, hook, args, kwargs, result)
                 except Exception as e:                     # the first error is the one raised
                     warnings.warn(f"{type(self).__name__}: a forward hook with always_call=True raised an "
                                   f"exception that was silenced as another error was raised in forward: {e}",

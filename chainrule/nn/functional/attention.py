@@ -14,6 +14,7 @@ from typing import Any
 from chainrule import numpy as ops
 from chainrule.core._backend import np
 from chainrule.core._dtypes import is_floating
+from chainrule.core._shapes import broadcasts_to
 from chainrule.core.errors import DTypeError, ShapeError
 from chainrule.core.tensor import Tensor
 from chainrule.nn.functional.basic import dropout, linear
@@ -92,11 +93,7 @@ def scaled_dot_product_attention(query: Any, key: Any, value: Any, attn_mask: An
         scores = scores + _causal_bias(qs[-2], ks[-2], dtype)
     elif attn_mask is not None:
         ms, ss = _shape(attn_mask), _shape(scores)
-        try:
-            fits = np.broadcast_shapes(ms, ss) == ss
-        except ValueError:
-            fits = False
-        if not fits:
+        if not broadcasts_to(ms, ss):
             raise ShapeError(f"{who}: attn_mask of shape {ms} does not broadcast to the scores' shape {ss} "
                              f"(..., L, S); reshape it to (L, S) or (..., L, S)")
         scores = scores + _additive(attn_mask, dtype, False, who, "attn_mask")

@@ -12,6 +12,7 @@ from typing import Any
 
 from chainrule import numpy as ops
 from chainrule.core._backend import np
+from chainrule.core._shapes import broadcasts_to
 from chainrule.core.errors import ShapeError
 from chainrule.core.tensor import Tensor
 from chainrule.nn.functional.activation import _clamp_min, pairwise_distance
@@ -142,11 +143,7 @@ def _as_constant(w: Any, like: Any) -> Any:
 
 def _broadcasts(w: Any, shape: tuple, name: str, who: str) -> None:
     ws = _shape(w)
-    try:
-        ok = np.broadcast_shapes(ws, shape) == shape
-    except ValueError:
-        ok = False
-    if not ok:
+    if not broadcasts_to(ws, shape):
         raise ShapeError(f"{who}: {name} of shape {ws} does not broadcast to the input's shape {shape}; for "
                          f"pos_weight pass one entry per class (the last axis)")
 
