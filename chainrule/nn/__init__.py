@@ -2,11 +2,13 @@
 from chainrule.nn import (
     activation,
     containers,
+    conv,
     functional,
     init,
     loss,
     normalization,
     parallel,
+    pooling,
     rnn,
     transformer,
     utils,
@@ -14,16 +16,14 @@ from chainrule.nn import (
 from chainrule.nn.activation import *  # noqa: F403  (each family lists its modules in __all__)
 from chainrule.nn.attention import MultiheadAttention
 from chainrule.nn.containers import *  # noqa: F403
+from chainrule.nn.conv import *  # noqa: F403
 from chainrule.nn.layers import (
     GELU,
-    AvgPool2d,
-    Conv2d,
     Dropout,
     Embedding,
     Flatten,
     LayerNorm,
     Linear,
-    MaxPool2d,
     ReLU,
     Sequential,
     Sigmoid,
@@ -32,12 +32,13 @@ from chainrule.nn.layers import (
 from chainrule.nn.loss import *  # noqa: F403
 from chainrule.nn.module import IncompatibleKeys, Module, Parameter, RemovableHandle
 from chainrule.nn.normalization import *  # noqa: F403
+from chainrule.nn.pooling import *  # noqa: F403
 from chainrule.nn.rnn import *  # noqa: F403
 from chainrule.nn.transformer import *  # noqa: F403
 
-__all__ = ["AvgPool2d", "Conv2d", "Dropout", "Embedding", "Flatten", "GELU", "IncompatibleKeys",
-           "LayerNorm", "Linear", "MaxPool2d", "Module", "Parameter", "ReLU", "RemovableHandle",
+__all__ = ["Dropout", "Embedding", "Flatten", "GELU", "IncompatibleKeys",
+           "LayerNorm", "Linear", "Module", "Parameter", "ReLU", "RemovableHandle",
            "Sequential", "Sigmoid", "Tanh", "functional", "init", "parallel", "utils"]
-for _family in (activation, containers, loss, normalization, rnn, transformer):
+for _family in (activation, containers, conv, loss, normalization, pooling, rnn, transformer):
     __all__ += _family.__all__
 __all__ += ["MultiheadAttention"]

@@ -9,7 +9,6 @@ from chainrule.core._backend import np
 from chainrule.core._dtypes import get_default_dtype
 from chainrule.nn import functional as F
 from chainrule.nn import init
-from chainrule.nn.functional.basic import _pair
 from chainrule.nn.module import Module, Parameter
 
 
@@ -39,69 +38,6 @@ class Linear(Module):
 
     def extra_repr(self) -> str:
         return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
-
-
-class Conv2d(Module):
-    """2-D convolution over (N, C, H, W) input (im2col + matmul); PyTorch's default initialisation.
-
-    >>> import chainrule as cr
-    >>> cr.nn.Conv2d(1, 4, 3, padding=1)(cr.ones((2, 1, 8, 8))).shape
-    (2, 4, 8, 8)
-    """
-
-    def __init__(self, in_channels: int, out_channels: int, kernel_size: Any, stride: Any = 1,
-                 padding: Any = 0, bias: bool = True, dtype: Any = None, generator: Any = None) -> None:
-        super().__init__()
-        kh, kw = _pair(kernel_size)
-        self.in_channels, self.out_channels = in_channels, out_channels
-        self.kernel_size, self.stride, self.padding = (kh, kw), _pair(stride), _pair(padding)
-        bound = 1.0 / math.sqrt(in_channels * kh * kw)
-        self.weight = _uniform_param((out_channels, in_channels, kh, kw), bound, dtype, generator)
-        self.bias = _uniform_param((out_channels,), bound, dtype, generator) if bias else None
-
-    def forward(self, x: Any) -> Any:
-        return F.conv2d(x, self.weight, self.bias, self.stride, self.padding)
-
-    def extra_repr(self) -> str:
-        return (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
-                f"stride={self.stride}, padding={self.padding}")
-
-
-class _Pool2d(Module):
-    fn = staticmethod(F.max_pool2d)
-
-    def __init__(self, kernel_size: Any, stride: Any = None, padding: Any = 0) -> None:
-        super().__init__()
-        self.kernel_size, self.stride, self.padding = kernel_size, stride, padding
-
-    def forward(self, x: Any) -> Any:
-        return self.fn(x, self.kernel_size, self.stride, self.padding)
-
-    def extra_repr(self) -> str:
-        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
-
-
-class MaxPool2d(_Pool2d):
-    """Max pooling over (N, C, H, W) windows (stride defaults to the kernel size).
-
-    >>> import chainrule as cr
-    >>> cr.nn.MaxPool2d(2)(cr.arange(16.0).reshape(1, 1, 4, 4))
-    tensor([[[[ 5.,  7.],
-              [13., 15.]]]])
-    """
-
-    fn = staticmethod(F.max_pool2d)
-
-
-class AvgPool2d(_Pool2d):
-    """Average pooling over (N, C, H, W) windows (stride defaults to the kernel size).
-
-    >>> import chainrule as cr
-    >>> cr.nn.AvgPool2d(2)(cr.ones((1, 1, 4, 4))).shape
-    (1, 1, 2, 2)
-    """
-
-    fn = staticmethod(F.avg_pool2d)
 
 
 class _Activation(Module):
