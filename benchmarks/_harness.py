@@ -134,11 +134,11 @@ def set_threads(n: int) -> str:
         libs = sorted({f"{i['internal_api']} {i.get('version') or ''}".strip()
                        for i in tpc.threadpool_info()})
         parts.append(f"BLAS/OpenMP: {n} thread(s) via threadpoolctl ({', '.join(libs)})")
-    else:
-        for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-            os.environ.setdefault(var, str(n))
-        parts.append(f"BLAS: {os.environ['OPENBLAS_NUM_THREADS']} thread(s) via environment "
-                     f"(threadpoolctl not installed)")
+    else:   # BLAS reads its thread count once, when NumPy loads: too late to set it here
+        env = os.environ.get("OPENBLAS_NUM_THREADS") or os.environ.get("OMP_NUM_THREADS")
+        parts.append(f"BLAS: {env + ' thread(s), from the environment' if env else 'its default threads'}; "
+                     f"not pinned to {n} (threadpoolctl, in the bench extra, is not installed: install it "
+                     f"or start with OPENBLAS_NUM_THREADS={n})")
     if "torch" in sys.modules or peer("torch") is not None:
         torch = sys.modules["torch"]
         if _TORCH_THREADS is None:
