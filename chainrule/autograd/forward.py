@@ -48,18 +48,10 @@ def push_tangents(prim: Any, xs: tuple, params: dict, out: Any) -> None:
                 todo.append((i, t if t._level else t.data))     # (a tangent batched by vmap stays one)
         else:
             datas.append(x)
-    rules, variadic, o, tout = prim.jvps, prim.variadic, out.data, None
+    o = out.data
     if todo and o.dtype.kind == "c" and prim.complex is None:
         raise _ops.complex_error(prim, o.dtype, "forward-mode derivative")
-    for i, t in todo:
-        rule = rules[0 if variadic else i]
-        if rule is None:
-            continue
-        try:
-            ti = rule(t, o, *datas, argnum=i, **params) if variadic else rule(t, o, *datas, **params)
-        except Exception as e:
-            raise _rule_error(e, prim) from e
-        tout = ti if tout is None else tout + ti
+    tout = _tangent_sum(prim, todo, o, datas, params)
     if tout is not None:
         if out._tangents is None:
             out._tangents = {}
@@ -90,24 +82,29 @@ def _push_nested(prim: Any, xs: tuple, params: dict, out: Any, st: Any) -> None:
         raise _ops.complex_error(prim, out.data.dtype, "forward-mode derivative")
     if out._tangents is None:
         out._tangents = {}
-    rules = prim.jvps
     for level in levels:
         with tower(level):
-            tout = None
-            for i, x in enumerate(xs):
-                t = x._tangents.get(level) if isinstance(x, Tensor) and x._tangents else None
-                if t is None:
-                    continue
-                rule = rules[0 if prim.variadic else i]
-                if rule is None:
-                    continue
-                try:
-                    ti = rule(t, out, *xs, argnum=i, **params) if prim.variadic else rule(t, out, *xs, **params)
-                except Exception as e:
-                    raise _rule_error(e, prim) from e
-                tout = ti if tout is None else tout + ti
+            todo = [(i, t) for i, x in enumerate(xs)
+                    if isinstance(x, Tensor) and x._tangents and (t := x._tangents.get(level)) is not None]
+            tout = _tangent_sum(prim, todo, out, xs, params)
             if tout is not None:
                 out._tangents[level] = fit_tangent(tout, out, prim.name)
+
+
+def _tangent_sum(prim: Any, todo: list, out: Any, args: Any, params: dict) -> Any:
+    """The sum of the JVP rules' terms for the ``(input index, tangent)`` pairs in ``todo``; None
+    when no rule applies."""
+    rules, variadic, tout = prim.jvps, prim.variadic, None
+    for i, t in todo:
+        rule = rules[0 if variadic else i]
+        if rule is None:
+            continue
+        try:
+            ti = rule(t, out, *args, argnum=i, **params) if variadic else rule(t, out, *args, **params)
+        except Exception as e:
+            raise _rule_error(e, prim) from e
+        tout = ti if tout is None else tout + ti
+    return tout
 
 
 def _rule_error(e: Exception, prim: Any) -> Exception:

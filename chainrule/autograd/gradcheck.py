@@ -12,7 +12,7 @@ the two columns); in forward mode the columns come from the tangents e_j and 1j 
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 from chainrule.autograd import engine as _engine
 from chainrule.autograd.forward import dual_level, make_dual, unpack_dual
@@ -118,27 +118,31 @@ def _same_decisions(a: list, b: list) -> str | None:
     return None
 
 
-def _numerical_columns(fn: Callable, xs: list, i: int, eps: float, base: list) -> tuple:
-    """Central-difference Jacobian columns for input i (for complex input: all real parts, then all
-    imaginary parts), and the columns where ±eps flips a decision."""
-    x = xs[i]
-    flat = x.data.reshape(-1)
-    cols, flips = [], {}
+def _central(flat: np.ndarray, eps: float, run: Callable) -> Iterator[tuple]:
+    """``(step, j, run() at flat[j] + step * eps, run() at flat[j] - step * eps)`` for each element j of
+    ``flat`` (a view of an input, restored after each pair) and each part ``step`` of its dtype."""
     for step in _steps(flat):
         for j in range(flat.size):
             orig = flat[j]
             flat[j] = orig + step * eps
-            up = _flat_outputs(fn, xs)
-            dec_up = _decisions(fn, xs) if base else []
+            up = run()
             flat[j] = orig - step * eps
-            down = _flat_outputs(fn, xs)
-            dec_down = _decisions(fn, xs) if base else []
+            down = run()
             flat[j] = orig
-            if base:
-                flipped = _same_decisions(base, dec_up) or _same_decisions(base, dec_down)
-                if flipped:
-                    flips[len(cols)] = flipped
-            cols.append((up - down) / (2 * eps))
+            yield step, j, up, down
+
+
+def _numerical_columns(fn: Callable, xs: list, i: int, eps: float, base: list) -> tuple:
+    """Central-difference Jacobian columns for input i (for complex input: all real parts, then all
+    imaginary parts), and the columns where ±eps flips a decision."""
+    cols, flips = [], {}
+    run = lambda: (_flat_outputs(fn, xs), _decisions(fn, xs) if base else [])
+    for _, _, (up, dec_up), (down, dec_down) in _central(xs[i].data.reshape(-1), eps, run):
+        if base:
+            flipped = _same_decisions(base, dec_up) or _same_decisions(base, dec_down)
+            if flipped:
+                flips[len(cols)] = flipped
+        cols.append((up - down) / (2 * eps))
     return np.stack(cols, axis=1) if cols else np.zeros((0, 0)), flips
 
 
@@ -309,7 +313,6 @@ def _check_op(prim: Any, datas: list, params: dict, mode: str, eps: float) -> st
                  if isinstance(d, np.ndarray) and d.dtype in (np.float64, np.complex128)]
     for k in float_idx:
         x = datas[k]
-        flat = x.reshape(-1)
         args = [Tensor(d, requires_grad=(j == k)) if isinstance(d, np.ndarray) else d
                 for j, d in enumerate(datas)]
         with enable_grad():
@@ -326,29 +329,23 @@ def _check_op(prim: Any, datas: list, params: dict, mode: str, eps: float) -> st
             analytic = np.zeros(x.size, x.dtype) if gx is None else np.ravel(gx.data)
         else:
             analytic = None
-        for step in _steps(x):
-            for j in range(flat.size):
-                orig = flat[j]
-                flat[j] = orig + step * eps
-                up = np.asarray(prim.forward(*datas, **params))
-                flat[j] = orig - step * eps
-                down = np.asarray(prim.forward(*datas, **params))
-                flat[j] = orig
-                num = float(np.real(np.sum(np.conj(v) * (up - down) / (2 * eps))))
-                if mode == "reverse":          # z.grad = dL/dx + i dL/dy: the part along `step`
-                    got = float(np.real(analytic[j] * np.conj(step)))
-                else:
-                    tangent = np.zeros(x.size, x.dtype)
-                    tangent[j] = step
-                    with dual_level():
-                        a2 = list(args)
-                        a2[k] = make_dual(Tensor(x), tangent.reshape(x.shape))
-                        t = unpack_dual(apply(prim, tuple(a2), params or None)).tangent
-                    got = 0.0 if t is None else float(np.real(np.sum(np.conj(v) * np.asarray(t.data))))
-                if abs(num - got) > 1e-5 + 1e-3 * abs(num):
-                    elem = tuple(int(e) for e in np.unravel_index(j, x.shape))
-                    return (f"input {k} element {elem}{_PARTS[step]}: rule gives {got:.10g}, finite "
-                            f"differences {num:.10g}")
+        run = lambda: np.asarray(prim.forward(*datas, **params))
+        for step, j, up, down in _central(x.reshape(-1), eps, run):
+            num = float(np.real(np.sum(np.conj(v) * (up - down) / (2 * eps))))
+            if mode == "reverse":          # z.grad = dL/dx + i dL/dy: the part along `step`
+                got = float(np.real(analytic[j] * np.conj(step)))
+            else:
+                tangent = np.zeros(x.size, x.dtype)
+                tangent[j] = step
+                with dual_level():
+                    a2 = list(args)
+                    a2[k] = make_dual(Tensor(x), tangent.reshape(x.shape))
+                    t = unpack_dual(apply(prim, tuple(a2), params or None)).tangent
+                got = 0.0 if t is None else float(np.real(np.sum(np.conj(v) * np.asarray(t.data))))
+            if abs(num - got) > 1e-5 + 1e-3 * abs(num):
+                elem = tuple(int(e) for e in np.unravel_index(j, x.shape))
+                return (f"input {k} element {elem}{_PARTS[step]}: rule gives {got:.10g}, finite "
+                        f"differences {num:.10g}")
     return None
 
 

@@ -84,13 +84,7 @@ class BatchedTensor(Tensor):
             raise VmapError("requires_grad on a batched tensor inside cr.vmap: make the input require "
                             "grad before the vmap, or use cr.grad inside the vmapped function")
 
-    @property
-    def requires_grad(self) -> bool:
-        return self._requires_grad
-
-    @requires_grad.setter
-    def requires_grad(self, flag: bool) -> None:
-        self._requires_grad = flag
+    requires_grad = _requires_grad
 
     @property
     def grad(self) -> Any:

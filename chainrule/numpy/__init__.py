@@ -15,6 +15,7 @@ from chainrule.core._registry import (  # noqa: F401
     constant_arg,
     defprim,
     linear_jvps,
+    no_out,
     raw,
     unary,
 )
@@ -429,8 +430,7 @@ def _short(value: Any) -> str:
 def _refuse(func: Any, fn: Any, name: str, value: Any) -> None:
     where = f"{_numpy_name(func)} on a Tensor"
     if name == "out":
-        raise UnsupportedArgument(f"{where}: out= is not supported (chainrule ops return new tensors); "
-                                  f"assign the result instead")
+        no_out(where, value)
     raise UnsupportedArgument(f"{where}: the argument {name}={_short(value)} is not supported by chainrule's "
                               f"{getattr(fn, '__name__', fn)}; leave it at NumPy's default or call it on "
                               f".detach().numpy()")

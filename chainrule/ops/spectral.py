@@ -372,13 +372,19 @@ def _divided(g: Any, w: Any, near: Any, dg: Any = None, dw: Any = None) -> Any:
     return dd + where(inside, (_row(dg) - _col(dg)) / where(inside, _row(dw) - _col(dw), 1.0), 0.0)
 
 
-def _eigvalsh_vjp_jvp(t: Any, out: Any, x: Any, UPLO: str) -> Any:
+def _eigvalsh_parts(x: Any, UPLO: str) -> tuple:
+    """``(n, g, w, v, near)`` of ``x = [A; g]``: A's eigenvalues and vectors, and which eigenvalues are
+    (nearly) equal."""
     n = np.shape(raw(x))[-1]
     a, g = _unpack(x, n)
-    ta, tg = _unpack(t, n)
     w, v = _eigh_inside(a, UPLO)
+    return n, g, w, v, _near(w)[0]
+
+
+def _eigvalsh_vjp_jvp(t: Any, out: Any, x: Any, UPLO: str) -> Any:
+    n, g, w, v, near = _eigvalsh_parts(x, UPLO)
+    ta, tg = _unpack(t, n)
     p = matmul(matmul(_mH(v), _herm(ta)), v)
-    near, _ = _near(w)
     if near.any():
         _check_order(x, near, p, w, "eigvalsh", "eigenvalues", 2)
         outer = _outer_ps(x, v, rows=n)
@@ -390,11 +396,8 @@ def _eigvalsh_vjp_jvp(t: Any, out: Any, x: Any, UPLO: str) -> Any:
 
 
 def _eigvalsh_vjp_vjp(c: Any, out: Any, x: Any, UPLO: str) -> Any:
-    n = np.shape(raw(x))[-1]
-    a, g = _unpack(x, n)
-    w, v = _eigh_inside(a, UPLO)
+    _, g, w, v, near = _eigvalsh_parts(x, UPLO)
     xc = _herm(matmul(matmul(_mH(v), c), v))
-    near, _ = _near(w)
     if near.any():
         _check_reverse_blocks(xc, near, whole_batch(w), "eigvalsh", "eigenvalues")
     ga = matmul(matmul(v, _divided(g, w, near) * xc), _mH(v))
@@ -720,6 +723,16 @@ def _zero_sv_second_order(zero: Any, z: Any, ta: Any, m: int, n: int, k: int, u:
                          "(||A||_F^2 = (A * A).sum())")
 
 
+def _off_square(y: Any, x: Any, z: Any, u: Any, v: Any, g_s: Any, m: int, n: int, k: int) -> Any:
+    """``y`` plus the terms of the rows (m > k) or columns (n > k) outside the square part, for the
+    (co)tangent ``x`` with ``z = U^H x V``; ``g_s`` is g / s (0 at zero singular values)."""
+    if m > k:
+        y = y + matmul((matmul(x, v) - matmul(u, z)) * _row(g_s), _mH(v))
+    if n > k:
+        y = y + matmul(u * _row(g_s), matmul(_mH(u), x) - matmul(z, _mH(v)))
+    return y
+
+
 def _svdvals_vjp_jvp(t: Any, out: Any, x: Any) -> Any:
     m, n, k, a, g, u, s, v, near, zero, d_plus, g_s = _svdvals_parts(x)
     ta, tg = _unpack(t, k)
@@ -736,12 +749,7 @@ def _svdvals_vjp_jvp(t: Any, out: Any, x: Any) -> Any:
     ph = _mH(p)
     inner = (_diag_embed(tg) + _divided(g, s, near, tg, real(_diag(p))) * ((p + ph) * 0.5)
              + d_plus * ((p - ph) * 0.5))
-    dg = matmul(matmul(u, inner), _mH(v))
-    if m > k:
-        dg = dg + matmul((matmul(ta, v) - matmul(u, p)) * _row(g_s), _mH(v))
-    if n > k:
-        dg = dg + matmul(u * _row(g_s), matmul(_mH(u), ta) - matmul(p, _mH(v)))
-    return dg
+    return _off_square(matmul(matmul(u, inner), _mH(v)), ta, p, u, v, g_s, m, n, k)
 
 
 def _svdvals_vjp_vjp(c: Any, out: Any, x: Any) -> Any:
@@ -754,11 +762,8 @@ def _svdvals_vjp_vjp(c: Any, out: Any, x: Any) -> Any:
                               "singular values")
     if zero.any():
         _zero_sv_second_order(zero, xc, None, m, n, k, u, v, c)
-    ga = matmul(matmul(u, _divided(g, s, near) * herm_x + d_plus * ((xc - xh) * 0.5)), _mH(v))
-    if m > k:
-        ga = ga + matmul((matmul(c, v) - matmul(u, xc)) * _row(g_s), _mH(v))
-    if n > k:
-        ga = ga + matmul(u * _row(g_s), matmul(_mH(u), c) - matmul(xc, _mH(v)))
+    ga = _off_square(matmul(matmul(u, _divided(g, s, near) * herm_x + d_plus * ((xc - xh) * 0.5)), _mH(v)),
+                     c, xc, u, v, g_s, m, n, k)
     gg = _as_dtype(real(_diag(xc)), raw(ga).dtype)
     if k < n:
         gg = concatenate([gg, np.zeros(np.shape(raw(gg))[:-1] + (n - k,), raw(ga).dtype)], axis=-1)

@@ -25,6 +25,7 @@ from typing import Any, Callable
 import scipy.integrate
 
 from chainrule.autograd import engine
+from chainrule.autograd.forward import levels_of
 from chainrule.autograd.function import Function
 from chainrule.core._backend import np
 from chainrule.core._registry import raw
@@ -134,11 +135,7 @@ def _with_args(args: list, at: list, values: tuple) -> list:
 
 def _live(v: Any) -> bool:
     """Does ``v`` take part in a derivative being recorded or pushed (grad or visible tangents)?"""
-    if not isinstance(v, Tensor):
-        return False
-    if STATE.grad_enabled and v.requires_grad:
-        return True
-    return bool(v._tangents) and any(lv in STATE.fw_levels and lv <= STATE.fw_visible for lv in v._tangents)
+    return isinstance(v, Tensor) and (STATE.grad_enabled and v.requires_grad or bool(levels_of((v,))))
 
 
 class Odeint(Function):

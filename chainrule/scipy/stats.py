@@ -390,22 +390,25 @@ class _Discrete(_Dist):
             ks, ss = self._safe(cond, k, shapes)
             return _finish(_fill(cond, f(ks, *ss), outside, ~cond0 | np.isnan(kd)), tensor)
 
-    def cdf(self, k: Any, *args: Any, **kwds: Any) -> Any:
-        k, kd, shapes, shd, cond0, tensor = self._standard(k, args, kwds, "cdf")
+    def _floored(self, k: Any, args: tuple, kwds: dict, method: str) -> tuple:
+        """The start of cdf, logcdf, sf and logsf: ``(kd, b, cond0, cond, kf, safe shapes, tensor)``, with
+        ``cond`` the finite k of the support and ``kf`` floor(k) there, 0 elsewhere (no gradient)."""
+        k, kd, shapes, shd, cond0, tensor = self._standard(k, args, kwds, method)
         with np.errstate(all="ignore"):
             b = self._b(*shd)
             cond = cond0 & (kd >= self.a) & (kd < b) & np.isfinite(kd)
             _, ss = self._safe(cond, k, shapes)
-            kf = np.where(cond, np.floor(kd), 0.0).astype(_np(k).dtype)    # floor: no gradient
+            kf = np.where(cond, np.floor(kd), 0.0).astype(_np(k).dtype)
+        return kd, b, cond0, cond, kf, ss, tensor
+
+    def cdf(self, k: Any, *args: Any, **kwds: Any) -> Any:
+        kd, b, cond0, cond, kf, ss, tensor = self._floored(k, args, kwds, "cdf")
+        with np.errstate(all="ignore"):
             return _finish(_fill(cond, self._cdf(kf, *ss), 0.0, ~cond0 | np.isnan(kd), (kd >= b, 1.0)), tensor)
 
     def logcdf(self, k: Any, *args: Any, **kwds: Any) -> Any:
-        k, kd, shapes, shd, cond0, tensor = self._standard(k, args, kwds, "logcdf")
+        kd, b, cond0, cond, kf, ss, tensor = self._floored(k, args, kwds, "logcdf")
         with np.errstate(all="ignore"):
-            b = self._b(*shd)
-            cond = cond0 & (kd >= self.a) & (kd < b)
-            _, ss = self._safe(cond, k, shapes)
-            kf = np.where(cond, np.floor(kd), 0.0).astype(_np(k).dtype)
             out = _fill(cond, ops.log(self._cdf(kf, *ss)), -np.inf, ~cond0 | np.isnan(kd))
             top = np.broadcast_to(kd >= b, cond.shape)     # SciPy's order: 0 there, even over NaN
             return _finish(ops.where(top, 0.0, out) if top.any() else out, tensor)
@@ -421,11 +424,8 @@ class _Discrete(_Dist):
     def _survival(self, k: Any, args: tuple, kwds: dict, method: str, f: Any, above: float, below: float) -> Any:
         """SciPy's rv_discrete.sf/logsf: ``f(sf)`` on the support, ``below`` under it (and at -inf),
         ``above`` from its top, NaN for invalid parameters and NaN k."""
-        k, kd, shapes, shd, cond0, tensor = self._standard(k, args, kwds, method)
+        kd, _, cond0, cond, kf, ss, tensor = self._floored(k, args, kwds, method)
         with np.errstate(all="ignore"):
-            cond = cond0 & (kd >= self.a) & (kd < self._b(*shd)) & np.isfinite(kd)
-            _, ss = self._safe(cond, k, shapes)
-            kf = np.where(cond, np.floor(kd), 0.0).astype(_np(k).dtype)    # floor: no gradient
             under = ((kd < self.a) | np.isneginf(kd)) & cond0
             return _finish(_fill(cond, f(self._sf(kf, *ss)), above, ~cond0 | np.isnan(kd), (under, below)), tensor)
 
@@ -437,11 +437,27 @@ class _Discrete(_Dist):
 
 
 # ----- continuous distributions -----
+class _Symmetric(_Invertible):
+    """A standard form symmetric about 0: sf(z) = cdf(-z), logsf(z) = logcdf(-z), isf(q) = -ppf(q)."""
+
+    def _sf(self, z: Any, *shapes: Any) -> Any:
+        return self._cdf(-z, *shapes)
+
+    def _logsf(self, z: Any, *shapes: Any) -> Any:
+        return self._logcdf(-z, *shapes)
+
+    def _isf(self, q: Any, *shapes: Any) -> Any:
+        return -self._ppf(q, *shapes)
+
+    def _median(self, *shapes: Any) -> Any:
+        return 0.0
+
+
 def _norm_logpdf(z: Any) -> Any:
     return -z ** 2 / 2.0 - _NORM_LOGC
 
 
-class norm_gen(_Invertible):
+class norm_gen(_Symmetric):
     """Normal: ``norm.logpdf(x, loc=0, scale=1)`` (``scipy.stats.norm``).
 
     >>> import chainrule as cr
@@ -462,17 +478,8 @@ class norm_gen(_Invertible):
     def _logcdf(self, z: Any) -> Any:
         return S.log_ndtr(z)
 
-    def _sf(self, z: Any) -> Any:
-        return S.ndtr(-z)
-
-    def _logsf(self, z: Any) -> Any:
-        return S.log_ndtr(-z)
-
     def _ppf(self, q: Any) -> Any:
         return S.ndtri(q)
-
-    def _isf(self, q: Any) -> Any:
-        return -S.ndtri(q)
 
     def entropy(self, loc: Any = 0.0, scale: Any = 1.0) -> Any:
         """``0.5 log(2 pi e) + log(scale)``, NaN where scale <= 0; the shape of scale (as SciPy)."""
@@ -624,7 +631,7 @@ class chi2_gen(_Continuous):
         return 2 * _sc.gammaincinv(df / 2, 0.5)
 
 
-class laplace_gen(_Invertible):
+class laplace_gen(_Symmetric):
     """Laplace: ``laplace.logpdf(x, loc=0, scale=1)``. The log density and log cdf are -|z| - log 2 and
     z - log 2 for z < 0, finite where SciPy's log(0.5 exp(-|z|)) underflows to -inf (|z| > 745)."""
 
@@ -640,20 +647,11 @@ class laplace_gen(_Invertible):
     def _logcdf(self, z: Any) -> Any:
         return _split(_np(z) < 0, z, 0.0, lambda z: z - _LN2, lambda z: ops.log1p(-0.5 * ops.exp(-z)))
 
-    def _sf(self, z: Any) -> Any:
-        return self._cdf(-z)
-
-    def _logsf(self, z: Any) -> Any:
-        return self._logcdf(-z)
-
     def _ppf(self, q: Any) -> Any:
         return _split(_np(q) > 0.5, q, 0.5, lambda q: -ops.log(2.0 * (1.0 - q)), lambda q: ops.log(2.0 * q))
 
-    def _isf(self, q: Any) -> Any:
-        return -self._ppf(q)
 
-
-class cauchy_gen(_Invertible):
+class cauchy_gen(_Symmetric):
     """Cauchy: ``cauchy.logpdf(x, loc=0, scale=1)``."""
 
     def _logpdf(self, z: Any) -> Any:
@@ -667,20 +665,11 @@ class cauchy_gen(_Invertible):
     def _cdf(self, z: Any) -> Any:
         return ops.arctan2(1.0, -z) / math.pi
 
-    def _sf(self, z: Any) -> Any:
-        return ops.arctan2(1.0, z) / math.pi
-
     def _ppf(self, q: Any) -> Any:
         """Boost's (SciPy's) -1/tan(pi q), with q - 1 for q > 1/2 (the period: no rounding of 1 - q), as
         -cos/sin, whose derivatives do not cancel near q = 1/2 (tan's pole)."""
         angle = math.pi * ops.where(_np(q) > 0.5, q - 1.0, q)
         return -ops.cos(angle) / ops.sin(angle)
-
-    def _isf(self, q: Any) -> Any:
-        return -self._ppf(q)
-
-    def _median(self) -> Any:
-        return 0.0
 
 
 class expon_gen(_Invertible):
@@ -734,7 +723,7 @@ class uniform_gen(_Invertible):
         return 0.5
 
 
-class logistic_gen(_Invertible):
+class logistic_gen(_Symmetric):
     """Logistic: ``logistic.logpdf(x, loc=0, scale=1)``."""
 
     def _logpdf(self, z: Any) -> Any:
@@ -747,17 +736,8 @@ class logistic_gen(_Invertible):
     def _logcdf(self, z: Any) -> Any:
         return S.log_expit(z)
 
-    def _sf(self, z: Any) -> Any:
-        return S.expit(-z)
-
-    def _logsf(self, z: Any) -> Any:
-        return S.log_expit(-z)
-
     def _ppf(self, q: Any) -> Any:
         return S.logit(q)
-
-    def _isf(self, q: Any) -> Any:
-        return -S.logit(q)
 
 
 # ----- discrete distributions -----
