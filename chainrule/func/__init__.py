@@ -10,8 +10,8 @@ gradients).
 (4, 2)
 """
 from chainrule.func.batching import vmap
-from chainrule.func.module_calls import functional_call, per_example_grad_norms
+from chainrule.func.module_calls import functional_call, per_example_grad_norms, replace_all_batch_norm_modules_
 from chainrule.func.transforms import grad, hessian, jacfwd, jacrev, jvp, vjp
 
-__all__ = ["functional_call", "per_example_grad_norms", "vmap", "grad", "vjp", "jvp", "jacrev",
-           "jacfwd", "hessian"]
+__all__ = ["functional_call", "per_example_grad_norms", "replace_all_batch_norm_modules_", "vmap", "grad",
+           "vjp", "jvp", "jacrev", "jacfwd", "hessian"]

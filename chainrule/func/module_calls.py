@@ -1,5 +1,6 @@
-"""``functional_call`` (a module run with other tensors) and ``per_example_grad_norms`` (ghost norms),
-the module half of ``cr.func``."""
+"""``functional_call`` (a module run with other tensors), ``replace_all_batch_norm_modules_`` (batch
+norm without running statistics, for ``cr.vmap``) and ``per_example_grad_norms`` (ghost norms), the
+module half of ``cr.func``."""
 from __future__ import annotations
 
 from typing import Any, Callable, Iterator
@@ -11,9 +12,10 @@ from chainrule.core.grad_mode import enable_grad
 from chainrule.core.tensor import Tensor
 from chainrule.nn.layers import Linear
 from chainrule.nn.module import Module
+from chainrule.nn.normalization import _BatchNorm
 from chainrule.numpy import raw
 
-__all__ = ["functional_call", "per_example_grad_norms"]
+__all__ = ["functional_call", "per_example_grad_norms", "replace_all_batch_norm_modules_"]
 
 _MISSING = object()
 
@@ -162,6 +164,30 @@ def _restore(m: Module, store: str | None, key: str, old: Any) -> Any:
     else:
         object.__setattr__(m, key, old)
     return _MISSING
+
+
+# ----- replace_all_batch_norm_modules_ -----
+def replace_all_batch_norm_modules_(root: Module) -> Module:
+    """Make every BatchNorm in ``root`` (itself included) normalise with its batch's statistics and
+    keep no running ones (``running_mean``, ``running_var``, ``num_batches_tracked`` to None,
+    ``track_running_stats=False``), in place, as ``torch.func.replace_all_batch_norm_modules_``: the
+    way to run a model with batch norm in training mode under ``cr.vmap``, where an update in place
+    of running statistics shared by the examples has no meaning. Returns ``root``.
+
+    >>> import chainrule as cr
+    >>> from chainrule.func.module_calls import replace_all_batch_norm_modules_
+    >>> net = replace_all_batch_norm_modules_(cr.nn.Sequential(cr.nn.BatchNorm1d(2)))
+    >>> net[0].running_mean is None, net[0].track_running_stats, list(net.state_dict())
+    (True, False, ['0.weight', '0.bias'])
+    """
+    if not isinstance(root, Module):
+        raise TypeError(f"replace_all_batch_norm_modules_: root must be a cr.nn.Module, got {type(root).__name__}")
+    for m in root.modules():
+        if isinstance(m, _BatchNorm) and m.track_running_stats:
+            for name in ("running_mean", "running_var", "num_batches_tracked"):
+                m.register_buffer(name, None)
+            m.track_running_stats = False
+    return root
 
 
 # ----- per-example gradient norms ("ghost clipping") -----

@@ -2,13 +2,16 @@
 from __future__ import annotations
 
 import math
-from typing import Any, Iterator
+import operator
+from collections import OrderedDict
+from typing import Any, Iterable, Iterator
 
 from chainrule import numpy as ops
 from chainrule.core._backend import np
 from chainrule.core._dtypes import get_default_dtype
 from chainrule.nn import functional as F
 from chainrule.nn import init
+from chainrule.nn.containers import _abs_index
 from chainrule.nn.module import Module, Parameter
 
 
@@ -166,28 +169,55 @@ class Embedding(Module):
 
 
 class Sequential(Module):
-    """Apply modules in order; index, iterate and ``len()`` like a list.
+    """Apply modules in order, as ``torch.nn.Sequential``: built from modules (named ``"0"``, ``"1"``,
+    ...) or from one ``OrderedDict`` of name -> module; indexed, sliced (a Sequential with the same
+    names), iterated and changed like a list (``append``, ``extend``, ``insert``, ``pop``, ``del``,
+    item assignment, ``+``, ``+=``, ``*``); deleting renumbers the names ``"0"``... as PyTorch does.
 
     >>> import chainrule as cr
     >>> net = cr.nn.Sequential(cr.nn.Linear(4, 8), cr.nn.ReLU(), cr.nn.Linear(8, 2))
     >>> net(cr.ones((5, 4))).shape, len(net), type(net[1]).__name__
     ((5, 2), 3, 'ReLU')
+    >>> from collections import OrderedDict
+    >>> named = cr.nn.Sequential(OrderedDict([("fc", cr.nn.Linear(2, 2)), ("act", cr.nn.Tanh())]))
+    >>> list(named.state_dict()), type(named.pop(-1)).__name__, len(named + net)
+    (['fc.weight', 'fc.bias'], 'Tanh', 4)
     """
 
-    def __init__(self, *modules: Module) -> None:
+    def __init__(self, *args: Any) -> None:
         super().__init__()
-        for i, m in enumerate(modules):
-            self.add_module(str(i), m)
+        if len(args) == 1 and isinstance(args[0], OrderedDict):
+            for key, m in args[0].items():
+                self.add_module(key, m)
+        else:
+            for i, m in enumerate(args):
+                self.add_module(str(i), m)
 
     def forward(self, x: Any) -> Any:
         for m in self._modules.values():
             x = m(x)
         return x
 
-    def __getitem__(self, i: int | slice) -> Module:
-        if isinstance(i, slice):                  # a slice is a Sequential, as in PyTorch
-            return Sequential(*list(self._modules.values())[i])
-        return list(self._modules.values())[i]
+    def _key(self, idx: int) -> str:
+        if not hasattr(idx, "__index__"):
+            raise TypeError(f"Sequential: index must be an int or a slice, got {type(idx).__name__} {idx!r}; "
+                            f"reach a named module as an attribute (getattr(seq, name))")
+        return list(self._modules)[int(_abs_index(self, idx))]
+
+    def __getitem__(self, idx: int | slice) -> Any:
+        if isinstance(idx, slice):                # a Sequential with the same names, as PyTorch
+            return self.__class__(OrderedDict(list(self._modules.items())[idx]))
+        return self._modules[self._key(idx)]
+
+    def __setitem__(self, idx: int, module: Module) -> None:
+        setattr(self, self._key(idx), module)
+
+    def __delitem__(self, idx: int | slice) -> None:
+        keys = list(self._modules)[idx] if isinstance(idx, slice) else [self._key(idx)]
+        for key in keys:
+            delattr(self, key)
+        # renumber: every name becomes its position, as PyTorch
+        object.__setattr__(self, "_modules", OrderedDict((str(i), m) for i, m in enumerate(self._modules.values())))
 
     def __len__(self) -> int:
         return len(self._modules)
@@ -195,6 +225,59 @@ class Sequential(Module):
     def __iter__(self) -> Iterator[Module]:
         return iter(self._modules.values())
 
+    def __dir__(self) -> list:
+        return [k for k in super().__dir__() if not k.isdigit()]
+
+    def __add__(self, other: Sequential) -> Sequential:
+        if not isinstance(other, Sequential):
+            raise TypeError(f"Sequential + {type(other).__name__}: add a Sequential (wrap the modules in one)")
+        return Sequential(*self, *other)
+
+    def __iadd__(self, other: Sequential) -> Sequential:
+        if not isinstance(other, Sequential):
+            raise TypeError(f"Sequential += {type(other).__name__}: add a Sequential (wrap the modules in one)")
+        return self.extend(list(other))
+
+    def __mul__(self, other: int) -> Sequential:
+        if isinstance(other, bool) or not isinstance(other, int) or other <= 0:
+            raise ValueError(f"Sequential * {other!r}: the multiplier must be a positive int")
+        return Sequential(*(list(self) * other))
+
+    __rmul__ = __mul__
+
+    def __imul__(self, other: int) -> Sequential:
+        repeated = self * other
+        return self.extend(list(repeated)[len(self):])
+
     def append(self, module: Module) -> Sequential:
+        """Append ``module`` at the end (named by its position); returns self."""
         self.add_module(str(len(self)), module)
         return self
+
+    def extend(self, modules: Iterable[Module]) -> Sequential:
+        """Append every module of an iterable; returns self."""
+        for m in modules:
+            self.append(m)
+        return self
+
+    def insert(self, index: int, module: Module) -> Sequential:
+        """Insert ``module`` before position ``index`` (``-len <= index <= len``); returns self."""
+        if not isinstance(module, Module):
+            raise TypeError(f"Sequential.insert: expected a Module, got {type(module).__name__}")
+        n = len(self._modules)
+        index = operator.index(index)
+        if not -n <= index <= n:
+            raise IndexError(f"Sequential.insert: index {index} is out of range for a Sequential of length {n}")
+        index += n if index < 0 else 0
+        items = list(self._modules.items())
+        items.insert(index, (str(index), module))
+        # numbered modules are renumbered by position, named ones keep their names
+        object.__setattr__(self, "_modules", OrderedDict((str(i) if k.isdigit() else k, m)
+                                                         for i, (k, m) in enumerate(items)))
+        return self
+
+    def pop(self, key: int | slice) -> Any:
+        """Remove and return the module(s) at ``key``; the rest are renumbered."""
+        v = self[key]
+        del self[key]
+        return v

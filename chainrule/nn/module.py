@@ -13,7 +13,8 @@ from chainrule.core.grad_mode import STATE
 from chainrule.core.tensor import Tensor
 from chainrule.numpy import raw
 
-__all__ = ["Module", "Parameter", "RemovableHandle", "IncompatibleKeys", "zero_grads"]
+__all__ = ["Module", "Parameter", "RemovableHandle", "IncompatibleKeys", "zero_grads",
+           "register_module_forward_pre_hook", "register_module_forward_hook", "register_module_full_backward_hook"]
 
 
 class Parameter(Tensor):
@@ -85,6 +86,83 @@ class IncompatibleKeys(NamedTuple):
 
 
 _hook_ids = iter(range(1 << 62))
+
+# hooks for every Module (PyTorch's torch.nn.modules.module globals): while there are some,
+# Module.__call__ is _call_with_global_hooks; without any it is the fast path, untouched
+_global_forward_pre_hooks: OrderedDict = OrderedDict()
+_global_forward_hooks: OrderedDict = OrderedDict()
+_global_forward_hooks_with_kwargs: dict = {}
+_global_forward_hooks_always_called: dict = {}
+_global_backward_hooks: OrderedDict = OrderedDict()
+
+
+class _GlobalHandle(RemovableHandle):
+    """A global hook's handle: removing the last global hook restores the fast ``Module.__call__``."""
+
+    def remove(self) -> None:
+        super().remove()
+        _install_call()
+
+
+def _add_global(hooks: dict, hook: Callable, extra: tuple = ()) -> _GlobalHandle:
+    if not callable(hook):
+        raise TypeError(f"register_module_*_hook: hook must be callable, got {type(hook).__name__}")
+    key = next(_hook_ids)
+    hooks[key] = hook
+    _install_call()
+    return _GlobalHandle(hooks, key, extra)
+
+
+def register_module_forward_pre_hook(hook: Callable) -> RemovableHandle:
+    """``hook(module, args)`` runs before every Module's forward (before its own pre-hooks); a
+    returned value replaces ``args``, as ``torch.nn.modules.module.register_module_forward_pre_hook``.
+
+    >>> import chainrule as cr
+    >>> from chainrule.nn.module import register_module_forward_pre_hook
+    >>> with register_module_forward_pre_hook(lambda m, args: (args[0] * 2,)):
+    ...     cr.nn.ReLU()(cr.tensor([1.0]))
+    tensor([2.])
+    """
+    return _add_global(_global_forward_pre_hooks, hook)
+
+
+def register_module_forward_hook(hook: Callable, *, with_kwargs: bool = False,
+                                 always_call: bool = False) -> RemovableHandle:
+    """``hook(module, args, output)`` runs after every Module's forward (before its own forward
+    hooks); a returned value replaces the output. ``with_kwargs`` and ``always_call`` as
+    ``Module.register_forward_hook``'s.
+
+    >>> import chainrule as cr
+    >>> from chainrule.nn.module import register_module_forward_hook
+    >>> seen = []
+    >>> with register_module_forward_hook(lambda m, args, out: seen.append(m._get_name())):
+    ...     _ = cr.nn.Sequential(cr.nn.Linear(2, 2), cr.nn.Tanh())(cr.ones((1, 2)))
+    >>> seen
+    ['Linear', 'Tanh', 'Sequential']
+    """
+    handle = _add_global(_global_forward_hooks, hook,
+                         (_global_forward_hooks_with_kwargs, _global_forward_hooks_always_called))
+    if with_kwargs:
+        _global_forward_hooks_with_kwargs[handle.id] = True
+    if always_call:
+        _global_forward_hooks_always_called[handle.id] = True
+    return handle
+
+
+def register_module_full_backward_hook(hook: Callable) -> RemovableHandle:
+    """``hook(module, grad_input, grad_output)`` runs for every Module when the gradients with respect
+    to its tensor inputs are computed (before its own backward hooks); a returned tuple replaces
+    ``grad_input``.
+
+    >>> import chainrule as cr
+    >>> from chainrule.nn.module import register_module_full_backward_hook
+    >>> seen = []
+    >>> with register_module_full_backward_hook(lambda m, gi, go: seen.append(m._get_name())):
+    ...     cr.nn.Linear(2, 1)(cr.ones((1, 2), requires_grad=True)).sum().backward()
+    >>> seen
+    ['Linear']
+    """
+    return _add_global(_global_backward_hooks, hook)
 
 
 def _check_name(owner: Module, kind: str, name: Any, store: dict) -> None:
@@ -513,7 +591,8 @@ class Module:
     def _run_forward_hook(self, key: int, hook: Callable, args: tuple, kwargs: dict, result: Any) -> Any:
         """One forward hook (with the keyword arguments if it asked for them); its non-None return replaces
         the result."""
-        res = hook(self, args, kwargs, result) if key in self._forward_hooks_with_kwargs else hook(self, args, result)
+        with_kwargs = key in self._forward_hooks_with_kwargs or key in _global_forward_hooks_with_kwargs
+        res = hook(self, args, kwargs, result) if with_kwargs else hook(self, args, result)
         return result if res is None else res
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -526,7 +605,7 @@ class Module:
         # always_call hooks that have not run yet when something raised
         result, called = None, set()
         try:
-            for key, hook in list(self._forward_pre_hooks.items()):
+            for key, hook in [*_global_forward_pre_hooks.items(), *self._forward_pre_hooks.items()]:
                 if key in self._forward_pre_hooks_with_kwargs:
                     res = hook(self, args, kwargs)
                     if res is not None:
@@ -540,20 +619,21 @@ class Module:
                     if res is not None:
                         args = res if isinstance(res, tuple) else (res,)
             bw = None
-            if self._backward_hooks and STATE.grad_enabled:
+            if (self._backward_hooks or _global_backward_hooks) and STATE.grad_enabled:
                 bw = _BackwardHookState(self)
                 args = bw.wrap_inputs(args)
             result = self.forward(*args, **kwargs)
-            for key, hook in list(self._forward_hooks.items()):
-                if key in self._forward_hooks_always_called:
+            for key, hook in [*_global_forward_hooks.items(), *self._forward_hooks.items()]:
+                if key in self._forward_hooks_always_called or key in _global_forward_hooks_always_called:
                     called.add(key)
                 result = self._run_forward_hook(key, hook, args, kwargs, result)
             if bw is not None:
                 result = bw.wrap_outputs(result)
             return result
         except Exception:
-            for key, hook in list(self._forward_hooks.items()):
-                if key not in self._forward_hooks_always_called or key in called:
+            for key, hook in [*_global_forward_hooks.items(), *self._forward_hooks.items()]:
+                if key in called or (key not in self._forward_hooks_always_called
+                                     and key not in _global_forward_hooks_always_called):
                     continue
                 try:
                     result = self._run_forward_hook(key, hook, args, kwargs, result)
@@ -580,6 +660,19 @@ class Module:
             else:
                 head += "\n  " + "\n  ".join(lines) + "\n"
         return head + ")"
+
+
+_fast_call = Module.__call__
+
+
+def _call_with_global_hooks(self: Module, *args: Any, **kwargs: Any) -> Any:
+    return self._call_with_hooks(args, kwargs)
+
+
+def _install_call() -> None:
+    """``Module.__call__``: the fast path while no global hook exists (it then reads nothing more)."""
+    any_global = _global_forward_pre_hooks or _global_forward_hooks or _global_backward_hooks
+    Module.__call__ = _call_with_global_hooks if any_global else _fast_call   # type: ignore[method-assign]
 
 
 def _addindent(s: str, n: int) -> str:
@@ -628,7 +721,7 @@ class _BackwardHookState:
 
     def call(self, grad_input: tuple) -> tuple:
         grad_output = self.grad_output or ()
-        for hook in list(self.module._backward_hooks.values()):
+        for hook in [*_global_backward_hooks.values(), *self.module._backward_hooks.values()]:
             res = hook(self.module, grad_input, grad_output)
             if res is not None:
                 res = res if isinstance(res, tuple) else (res,)

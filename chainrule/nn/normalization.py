@@ -14,10 +14,12 @@ from chainrule.core._backend import np
 from chainrule.core._dtypes import get_default_dtype
 from chainrule.core.errors import ShapeError
 from chainrule.core.tensor import Tensor
+from chainrule.distributed import collectives as dist
 from chainrule.nn.functional.normalization import _as_shape, _batch_norm, _group_norm, _instance_norm, _rms_norm
 from chainrule.nn.module import Module, Parameter
 
-__all__ = ["BatchNorm1d", "BatchNorm2d", "GroupNorm", "InstanceNorm1d", "InstanceNorm2d", "RMSNorm"]
+__all__ = ["BatchNorm1d", "BatchNorm2d", "GroupNorm", "InstanceNorm1d", "InstanceNorm2d", "RMSNorm",
+           "SyncBatchNorm"]
 
 
 def _fill(t: Tensor | None, value: float) -> None:
@@ -107,7 +109,12 @@ class _BatchNorm(_NormBase):
         use_batch_stats = self.training or self.running_mean is None
         keep = not self.training or self.track_running_stats
         return _batch_norm(x, self.running_mean if keep else None, self.running_var if keep else None,
-                           self.weight, self.bias, use_batch_stats, factor, self.eps, type(self).__name__)
+                           self.weight, self.bias, use_batch_stats, factor, self.eps, type(self).__name__,
+                           self._sync())
+
+    def _sync(self) -> bool:
+        """Whether the batch statistics are reduced over the ranks (SyncBatchNorm's)."""
+        return False
 
 
 class BatchNorm1d(_BatchNorm):
@@ -142,6 +149,71 @@ class BatchNorm2d(_BatchNorm):
     _ndims = (4,)
     _layout = "4D (N, C, H, W)"
     _hint = "for (N, C) or (N, C, L) use BatchNorm1d; add a batch axis with x.reshape(1, *x.shape)"
+
+
+class SyncBatchNorm(_BatchNorm):
+    """Batch normalisation of (N, C, *) input whose batch is split over the ranks of
+    ``cr.distributed``: in training the statistics are those of the whole batch (every rank's count,
+    mean and sum of squared deviations, gathered), the backward reduces their cotangents over the
+    ranks, and the running statistics are updated identically everywhere, as ``torch.nn.SyncBatchNorm``.
+
+    In eval mode, in a world of one, or without an initialised process group it is ``BatchNorm``
+    (as PyTorch, which falls back to ``F.batch_norm`` whenever there is nothing to synchronise).
+    ``process_group``: only the world (``None``); ``convert_sync_batchnorm`` swaps it in for a
+    model's BatchNorm layers.
+
+    >>> import chainrule as cr
+    >>> net = cr.nn.SyncBatchNorm.convert_sync_batchnorm(cr.nn.Sequential(cr.nn.BatchNorm1d(2)))
+    >>> type(net[0]).__name__, net[0](cr.tensor([[1.0, 0.0], [3.0, 4.0]])).round(3)
+    ('SyncBatchNorm', tensor([[-1., -1.],
+            [ 1.,  1.]], grad_fn=<RoundBackward>))
+    """
+
+    def __init__(self, num_features: int, eps: float = 1e-5, momentum: float | None = 0.1, affine: bool = True,
+                 track_running_stats: bool = True, process_group: Any = None, device: Any = None,
+                 dtype: Any = None, *, bias: bool = True) -> None:
+        if process_group is not None:
+            raise ValueError(f"SyncBatchNorm: cr.distributed has one process group, the world; pass "
+                             f"process_group=None (got {process_group!r})")
+        if device not in (None, "cpu"):
+            raise ValueError(f"SyncBatchNorm: chainrule computes on the CPU; pass device=None, got {device!r}")
+        super().__init__(num_features, eps, momentum, affine, track_running_stats, dtype, bias=bias)
+        self.process_group = None
+
+    def _check_ndim(self, x: Any) -> tuple:
+        shape = tuple(x.shape) if isinstance(x, Tensor) else np.shape(x)
+        if len(shape) < 2:
+            raise ShapeError(f"SyncBatchNorm: expected input of at least 2 dimensions (N, C, *), got "
+                             f"{len(shape)}D input of shape {shape}; add a batch axis with x.reshape(1, -1)")
+        if shape[1] == 0:
+            raise ShapeError(f"SyncBatchNorm: input of shape {shape} has no channels (axis 1)")
+        return shape
+
+    def _sync(self) -> bool:
+        return self.training and dist.is_initialized() and dist.get_world_size() > 1
+
+    @classmethod
+    def convert_sync_batchnorm(cls, module: Module, process_group: Any = None) -> Module:
+        """``module`` with every BatchNorm1d/2d inside replaced by a SyncBatchNorm holding the same
+        parameters, buffers and mode (a BatchNorm given itself: a new SyncBatchNorm), as PyTorch."""
+        out = module
+        if isinstance(module, _BatchNorm) and not isinstance(module, SyncBatchNorm):
+            out = cls(module.num_features, module.eps, module.momentum, module.affine,
+                      module.track_running_stats, process_group, dtype=_buffer_dtype(module),
+                      bias=module.bias is not None)
+            for name in ("weight", "bias"):
+                out.register_parameter(name, getattr(module, name))
+            for name in ("running_mean", "running_var", "num_batches_tracked"):
+                out.register_buffer(name, getattr(module, name))
+            out.training = module.training
+        for name, child in list(module.named_children()):
+            out.add_module(name, cls.convert_sync_batchnorm(child, process_group))
+        return out
+
+
+def _buffer_dtype(m: _NormBase) -> Any:
+    t = m.weight if m.weight is not None else m.running_mean
+    return None if t is None else t.dtype
 
 
 class _InstanceNorm(_NormBase):

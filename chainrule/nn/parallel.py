@@ -23,10 +23,32 @@ from typing import Any, Iterator
 
 from chainrule import autograd
 from chainrule.core._backend import np
+from chainrule.core.grad_mode import STATE
 from chainrule.core.graph import other_refs
 from chainrule.core.tensor import Tensor
 from chainrule.distributed import collectives as dist
 from chainrule.nn.module import Module
+
+
+def _broadcast_coalesced(tensors: list) -> None:
+    """Overwrite ``tensors`` with rank 0's values: one broadcast per dtype (their values concatenated),
+    not one per tensor."""
+    if dist.get_world_size() == 1:
+        return
+    by_dtype: dict[Any, list] = {}
+    for t in tensors:
+        by_dtype.setdefault(t.dtype, []).append(t)
+    root = dist.get_rank() == 0
+    for dtype, group in by_dtype.items():
+        flat = np.concatenate([np.ravel(t.data) for t in group]) if group else np.empty(0, dtype)
+        dist.broadcast(flat, src=0)
+        if root:
+            continue
+        o = 0
+        for t in group:
+            t.data[...] = flat[o:o + t.size].reshape(t.shape)
+            t._bump()
+            o += t.size
 
 
 class _Bucket:
@@ -95,10 +117,16 @@ class DistributedDataParallel(Module):
     every parameter's ``.grad`` is the average over the ranks (so N processes with batch B each
     train as one process with batch N*B and a mean loss).
 
-    At construction rank 0's parameters and buffers are broadcast to all ranks, after checking that
-    every rank has the same parameter shapes. ``broadcast_buffers=True`` also broadcasts the buffers
-    at each forward. ``no_sync()`` skips the communication (gradient accumulation). In a world of
-    one it changes nothing.
+    At construction rank 0's parameters and buffers are broadcast to all ranks (one collective per
+    dtype), after checking that every rank has the same parameter shapes; a BatchNorm inside is then
+    PyTorch's plain BatchNorm under DDP: each rank normalises with its own batch's statistics and
+    updates its running ones from them, and the forwards re-start from rank 0's buffers. The buffer
+    arguments are PyTorch 2.13's: ``broadcast_buffers`` (None: True) broadcasts the buffers at
+    construction and before each forward that follows a forward with grad enabled outside
+    ``no_sync()``; ``False`` leaves them rank-local, at construction too. ``forward_sync_buffers``,
+    when given, decides the per-forward broadcast and the buffers are always broadcast at
+    construction. ``init_sync=False`` broadcasts nothing at construction. ``no_sync()`` skips the
+    gradients' communication (gradient accumulation). In a world of one it changes nothing.
 
     >>> import chainrule as cr, chainrule.distributed as dist
     >>> from chainrule.nn.parallel import DistributedDataParallel
@@ -109,7 +137,8 @@ class DistributedDataParallel(Module):
     >>> dist.destroy_process_group()
     """
 
-    def __init__(self, module: Module, bucket_cap_mb: float = 25, broadcast_buffers: bool = True) -> None:
+    def __init__(self, module: Module, bucket_cap_mb: float = 25, broadcast_buffers: bool | None = None, *,
+                 init_sync: bool = True, forward_sync_buffers: bool | None = None) -> None:
         super().__init__()
         if not isinstance(module, Module):
             raise TypeError(f"DistributedDataParallel: expected a cr.nn.Module, got {type(module).__name__}")
@@ -119,14 +148,17 @@ class DistributedDataParallel(Module):
         if bucket_cap_mb <= 0:
             raise ValueError(f"DistributedDataParallel: bucket_cap_mb must be > 0, got {bucket_cap_mb}")
         self.module = module
-        object.__setattr__(self, "broadcast_buffers", bool(broadcast_buffers))
+        if forward_sync_buffers is not None:
+            forward, at_init = bool(forward_sync_buffers), True
+        else:
+            forward = at_init = broadcast_buffers is None or bool(broadcast_buffers)
+        object.__setattr__(self, "broadcast_buffers", forward)
         object.__setattr__(self, "bucket_cap_mb", float(bucket_cap_mb))
         named = [(n, p) for n, p in module.named_parameters() if p.requires_grad]
         self._check_same_parameters(named)
-        for _, p in named:
-            dist.broadcast(p, src=0)
-        for _, b in module.named_buffers():
-            dist.broadcast(b, src=0)
+        if init_sync:
+            _broadcast_coalesced([p for _, p in named] + (list(module.buffers()) if at_init else []))
+        object.__setattr__(self, "_forward_sync", True)   # PyTorch's require_forward_param_sync
         object.__setattr__(self, "_sync", True)
         object.__setattr__(self, "_queued", False)
         object.__setattr__(self, "_next", 0)
@@ -182,10 +214,12 @@ class DistributedDataParallel(Module):
 
     # ----- the module's own -----
     def forward(self, *args: Any, **kwargs: Any) -> Any:
-        if self.broadcast_buffers and dist.get_world_size() > 1:
-            for b in self.module.buffers():
-                dist.broadcast(b, src=0)
-        return self.module(*args, **kwargs)
+        if self.broadcast_buffers and self._forward_sync:
+            _broadcast_coalesced(list(self.module.buffers()))      # buffers re-assigned since count too
+        out = self.module(*args, **kwargs)
+        # as PyTorch: a forward without grad, or inside no_sync(), skips the next forward's broadcast
+        object.__setattr__(self, "_forward_sync", STATE.grad_enabled and self._sync)
+        return out
 
     @contextlib.contextmanager
     def no_sync(self) -> Iterator[None]:

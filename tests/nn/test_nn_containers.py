@@ -555,3 +555,156 @@ def test_call_without_hooks_takes_the_fast_path(monkeypatch):
 
     monkeypatch.setattr(Module, "_call_with_hooks", fail)
     assert m(cr.ones((1, 2))).shape == (1, 2)
+
+
+# ----- Sequential -----
+def _seq_pair(torch):
+    """The same five modules on both sides (types matched by name), numbered."""
+    kinds = [("Linear", (2, 2)), ("Tanh", ()), ("ReLU", ()), ("Linear", (2, 3)), ("Sigmoid", ())]
+    return (nn.Sequential(*[getattr(nn, k)(*a) for k, a in kinds]),
+            torch.nn.Sequential(*[getattr(torch.nn, k)(*a) for k, a in kinds]))
+
+
+def _same(ours, theirs):
+    assert list(ours._modules) == list(theirs._modules)
+    assert [type(m).__name__ for m in ours] == [type(m).__name__ for m in theirs]
+    assert len(ours) == len(theirs) and keys_shapes(ours.state_dict()) == keys_shapes(theirs.state_dict())
+    assert repr(ours) == repr(theirs)
+
+
+SEQ_EDITS = {
+    "append": lambda s, t: s.append(t.nn.Sigmoid() if hasattr(t, "nn") else t.Sigmoid()),
+    "insert 0": lambda s, t: s.insert(0, t.nn.Tanh() if hasattr(t, "nn") else t.Tanh()),
+    "insert -2": lambda s, t: s.insert(-2, t.nn.ReLU() if hasattr(t, "nn") else t.ReLU()),
+    "insert len": lambda s, t: s.insert(len(s), t.nn.ReLU() if hasattr(t, "nn") else t.ReLU()),
+    "del 1": lambda s, t: s.__delitem__(1),
+    "del -1": lambda s, t: s.__delitem__(-1),
+    "del 1:4": lambda s, t: s.__delitem__(slice(1, 4)),
+    "del ::2": lambda s, t: s.__delitem__(slice(None, None, 2)),
+    "pop 2": lambda s, t: s.pop(2),
+    "pop 1:3": lambda s, t: s.pop(slice(1, 3)),
+    "setitem 1": lambda s, t: s.__setitem__(1, t.nn.Sigmoid() if hasattr(t, "nn") else t.Sigmoid()),
+    "setitem -1": lambda s, t: s.__setitem__(-1, t.nn.Tanh() if hasattr(t, "nn") else t.Tanh()),
+    "extend": lambda s, t: s.extend([t.nn.ReLU() if hasattr(t, "nn") else t.ReLU(), s[0]]),
+    "iadd": lambda s, t: s.__iadd__(s[1:3]),
+    "imul": lambda s, t: s.__imul__(2),
+}
+
+
+@pytest.mark.parametrize("edit", sorted(SEQ_EDITS))
+def test_sequential_list_methods_match_torch(edit):
+    torch = pytest.importorskip("torch")
+    ours, theirs = _seq_pair(torch)
+    r_ours, r_theirs = SEQ_EDITS[edit](ours, cr), SEQ_EDITS[edit](theirs, torch)
+    _same(ours, theirs)
+    if isinstance(r_theirs, torch.nn.Module):        # what the method returns: self, a module, a slice
+        assert type(r_ours).__name__ == type(r_theirs).__name__
+        if isinstance(r_theirs, torch.nn.Sequential) and r_theirs is not theirs:
+            _same(r_ours, r_theirs)
+        assert (r_ours is ours) == (r_theirs is theirs)
+
+
+def test_sequential_slicing_adding_and_repeating_match_torch():
+    torch = pytest.importorskip("torch")
+    ours, theirs = _seq_pair(torch)
+    for idx in (slice(1, 4), slice(None, None, -2), slice(3, None)):
+        _same(ours[idx], theirs[idx])
+        assert ours[idx][0] is list(ours)[idx][0]            # the same modules, not copies
+    _same(ours + ours[1:3], theirs + theirs[1:3])
+    _same(ours[:2] * 3, theirs[:2] * 3)
+    _same(2 * ours[:2], 2 * theirs[:2])
+    assert ours[-1] is list(ours)[-1] and ours[0] is list(ours)[0]
+
+
+def test_sequential_from_an_ordered_dict_keeps_names_as_torch(rng):
+    torch = pytest.importorskip("torch")
+    ours = nn.Sequential(OrderedDict([("fc1", lin(3, 4, rng)), ("act", nn.Tanh()), ("fc2", lin(4, 2, rng))]))
+    theirs = torch.nn.Sequential(OrderedDict([("fc1", torch.nn.Linear(3, 4).double()), ("act", torch.nn.Tanh()),
+                                              ("fc2", torch.nn.Linear(4, 2).double())]))
+    load_from_torch(ours, theirs)
+    _same(ours, theirs)
+    _same(ours[1:], theirs[1:])                      # a slice keeps the names
+    assert ours.fc2 is ours[2] and ours[-1] is ours[2]
+    x = rng.standard_normal((5, 3))
+    close(ours(cr.tensor(x)).data, theirs(torch.tensor(x)).detach().numpy())
+    ours[1], theirs[1] = nn.ReLU(), torch.nn.ReLU()  # item assignment keeps the name
+    _same(ours, theirs)
+    ours.append(nn.Sigmoid())
+    theirs.append(torch.nn.Sigmoid())
+    _same(ours, theirs)
+    del ours[0]
+    del theirs[0]                                    # deleting renumbers every name, as torch
+    _same(ours, theirs)
+
+
+def test_sequential_errors():
+    net = nn.Sequential(nn.Tanh(), nn.ReLU())
+    with pytest.raises(IndexError, match="index 2 is out of range"):
+        net[2]
+    with pytest.raises(IndexError, match="index -3 is out of range"):
+        net[-3] = nn.Tanh()
+    with pytest.raises(IndexError, match="Sequential.insert: index 3 is out of range"):
+        net.insert(3, nn.Tanh())
+    with pytest.raises(TypeError, match="Sequential.insert: expected a Module, got int"):
+        net.insert(0, 3)
+    with pytest.raises(TypeError, match=r"Sequential \+ list: add a Sequential"):
+        net + [nn.Tanh()]
+    with pytest.raises(ValueError, match="multiplier must be a positive int"):
+        net * 0
+    with pytest.raises(TypeError, match=r"Sequential: index must be an int or a slice, got str '0'.*getattr"):
+        net["0"]
+
+
+# ----- global module hooks (cr.nn.module's register_module_*_hook) -----
+def test_global_hooks_run_with_the_modules_own_in_torchs_order():
+    torch = pytest.importorskip("torch")
+    from torch.nn.modules import module as tmod
+
+    from chainrule.nn import module as cmod
+    logs = {}
+    for lib, reg, tn, tens in ((cr, cmod, nn, lambda s: cr.ones(s, requires_grad=True)),
+                               (torch, tmod, torch.nn, lambda s: torch.ones(*s, requires_grad=True))):
+        log = logs.setdefault(lib.__name__, [])
+        net = tn.Sequential(tn.Linear(3, 4), tn.Tanh(), tn.Linear(4, 2))
+        local = [net[0].register_forward_pre_hook(lambda m, a: log.append(("pre", type(m).__name__))),
+                 net[0].register_forward_hook(lambda m, a, o: log.append(("fwd", type(m).__name__))),
+                 net[2].register_full_backward_hook(lambda m, gi, go: log.append(("bwd", type(m).__name__)))]
+        handles = [
+            reg.register_module_forward_pre_hook(lambda m, a: log.append(("global pre", type(m).__name__))),
+            reg.register_module_forward_hook(lambda m, a, o: log.append(("global fwd", type(m).__name__))),
+            reg.register_module_forward_hook(lambda m, a, kw, o: log.append(("global kw", sorted(kw))),
+                                             with_kwargs=True),
+            reg.register_module_full_backward_hook(
+                lambda m, gi, go: log.append(("global bwd", type(m).__name__, len(gi), len(go))))]
+        net(tens((2, 3))).sum().backward()
+        for h in handles + local:
+            h.remove()
+        before = len(log)
+        net(tens((2, 3))).sum().backward()
+        assert len(log) == before                       # removed: nothing runs any more
+    assert logs["chainrule"] == logs["torch"] and len(logs["torch"]) > 15
+    assert Module.__call__ is cmod._fast_call           # the hook-less fast path is back
+
+
+def test_global_hooks_replace_values_and_always_call_as_torch():
+    torch = pytest.importorskip("torch")
+    from torch.nn.modules import module as tmod
+
+    from chainrule.nn import module as cmod
+    got = []
+    for reg, m, x in ((cmod, nn.ReLU(), cr.tensor([-1.0, 2.0])), (tmod, torch.nn.ReLU(), torch.tensor([-1.0, 2.0]))):
+        with reg.register_module_forward_pre_hook(lambda mod, a: (a[0] + 2,)), \
+                reg.register_module_forward_hook(lambda mod, a, o: o * 10):
+            got.append(np.asarray(m(x).tolist()))
+    close(got[0], got[1])
+
+    class Boom(Module):
+        def forward(self, x):
+            raise ValueError("boom")
+    seen = []
+    with cmod.register_module_forward_hook(lambda mod, a, o: seen.append(o), always_call=True):
+        with pytest.raises(ValueError, match="boom"):
+            Boom()(cr.ones(1))
+    assert seen == [None] and Module.__call__ is cmod._fast_call
+    with pytest.raises(TypeError, match="hook must be callable"):
+        cmod.register_module_forward_hook(3)

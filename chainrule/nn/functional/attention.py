@@ -28,7 +28,8 @@ def _shape(x: Any) -> tuple:
 
 
 def _dtype(x: Any) -> Any:
-    return np.asarray(raw(x)).dtype
+    r = raw(x)                          # (a batched tensor's raw value is not an ndarray: its dtype is)
+    return r.dtype if hasattr(r, "dtype") else np.asarray(r).dtype
 
 
 def _additive(mask: Any, dtype: Any, true_means_masked: bool, who: str, name: str) -> Any:

@@ -4,7 +4,8 @@
 All are composites of chainrule ops, so they differentiate to any order in both modes. The running
 statistics (``batch_norm``'s and ``instance_norm``'s buffers) are updated in place from the batch's
 values, outside the graph, as PyTorch does: normalisation uses the biased batch variance, the
-running variance the unbiased one. 16-bit inputs are normalised in float32 and rounded back once.
+running variance the unbiased one. 16-bit inputs are normalised in float32 and rounded back once,
+under ``cr.autocast`` too (PyTorch's norms are on no autocast list: they return the input's dtype).
 """
 from __future__ import annotations
 
@@ -12,11 +13,12 @@ import math
 from typing import Any
 
 from chainrule import numpy as ops
+from chainrule.autograd.function import Function
 from chainrule.core._backend import np
 from chainrule.core._dtypes import LOW_PRECISION, accum_dtype, is_floating
 from chainrule.core.errors import DTypeError, ShapeError, VmapError
-from chainrule.core.grad_mode import STATE
 from chainrule.core.tensor import Tensor
+from chainrule.distributed import collectives as dist
 from chainrule.numpy import raw
 
 __all__ = ["batch_norm", "group_norm", "instance_norm", "rms_norm"]
@@ -84,7 +86,8 @@ def _in_accum(x: Any) -> tuple:
 
 
 def _round_back(out: Any, dtype: Any) -> Any:
-    return out if dtype is None or STATE.autocast is not None else out.astype(dtype)
+    # also under autocast: PyTorch's norms are on no autocast list and return their input's dtype
+    return out if dtype is None else out.astype(dtype)
 
 
 def _normalize_with_stats(x: Any, axes: tuple, eps: float) -> tuple:
@@ -109,8 +112,9 @@ def _stat_value(stat: Any, who: str) -> Any:
     """The value of a batch statistic, outside the graph (a forward-mode tensor's primal)."""
     if isinstance(stat, Tensor) and stat._level:
         raise VmapError(f"{who}: updating running_mean/running_var in place inside cr.vmap would mix "
-                        f"the examples' statistics; pass running_mean=None and running_var=None (or use "
-                        f"the module in eval mode, or with track_running_stats=False) inside vmap")
+                        f"the examples' statistics; pass running_mean=None and running_var=None (for a "
+                        f"model: cr.func.replace_all_batch_norm_modules_(model), as torch.func's, or eval "
+                        f"mode, or track_running_stats=False) inside vmap")
     return np.asarray(raw(stat))
 
 
@@ -148,16 +152,81 @@ def _check_channel_input(x: Any, expected: str, weight: Any, bias: Any, running_
     return shape, c
 
 
+# ----- the statistics of a batch split over the ranks (SyncBatchNorm) -----
+class _AllReduceSum(Function):
+    """The sum over the ranks, differentiable: its cotangent is again the sum over the ranks."""
+
+    @staticmethod
+    def forward(ctx: Any, v: Any) -> Any:
+        buf = np.array(raw(v), copy=True)
+        dist.all_reduce(buf)
+        return Tensor(buf)
+
+    @staticmethod
+    def backward(ctx: Any, g: Any) -> Any:
+        return _AllReduceSum.apply(g)
+
+    @staticmethod
+    def jvp(ctx: Any, t: Any) -> Any:
+        return _AllReduceSum.apply(t)
+
+
+class _AllGather(Function):
+    """Every rank's ``v`` stacked on a new axis 0, differentiable: rank r's cotangent is row r of the
+    sum over the ranks of theirs (each rank's loss uses every rank's row)."""
+
+    @staticmethod
+    def forward(ctx: Any, v: Any) -> Any:
+        arr = np.ascontiguousarray(raw(v))
+        rows = [np.empty_like(arr) for _ in range(dist.get_world_size())]
+        dist.all_gather(rows, arr)
+        return Tensor(np.stack(rows))
+
+    @staticmethod
+    def backward(ctx: Any, g: Any) -> Any:
+        return _AllReduceSum.apply(g)[dist.get_rank()]
+
+    @staticmethod
+    def jvp(ctx: Any, t: Any) -> Any:
+        return _AllGather.apply(t)
+
+
+def _synced_stats(x: Any, axes: tuple, count: int, c: int, shape: tuple, who: str) -> tuple:
+    """The mean and biased variance over ``axes`` of the batch that all ranks together hold, and its
+    size: each rank's (count, mean, sum of squared deviations) is gathered in one collective and
+    combined as Chan et al. (as accurate as one process's two passes; no sum-of-squares cancellation)."""
+    if count:
+        mean_r = ops.mean(x, axis=axes)
+        d = x - _along_channels(mean_r, len(shape))
+        m2_r = ops.sum(d * d, axis=axes)
+    else:      # an empty shard adds zeros (its mean would be NaN), still from x: every rank's backward
+        mean_r = m2_r = ops.sum(x, axis=axes)     # then joins the all-reduce of the cotangents
+    n_r = Tensor(np.full(1, count, _dtype(mean_r)))
+    rows = _AllGather.apply(ops.concatenate([n_r, mean_r, m2_r]))
+    n = np.array(raw(rows)[:, :1])                  # the counts: constants
+    total = int(round(float(n.sum())))
+    _verify_values_per_channel(total, shape, who, "channel over all ranks (the input here)")
+    mean = ops.sum(rows[:, 1:1 + c] * n, axis=0) / total
+    dev = rows[:, 1:1 + c] - mean
+    var = (ops.sum(rows[:, 1 + c:], axis=0) + ops.sum(dev * dev * n, axis=0)) / total
+    return mean, var, total
+
+
 # ----- batch_norm -----
 def _batch_norm(x: Any, running_mean: Any, running_var: Any, weight: Any, bias: Any, training: bool,
-                momentum: Any, eps: float, who: str) -> Any:
+                momentum: Any, eps: float, who: str, sync: bool = False) -> Any:
     shape, c = _check_channel_input(x, "(N, C) or (N, C, *)", weight, bias, running_mean, running_var, who)
     x, low = _in_accum(x)
     if training:
         count = math.prod(shape) // c if c else 0
-        _verify_values_per_channel(count, shape, who, "channel")
         axes = (0,) + tuple(range(2, len(shape)))
-        out, mean, var = _normalize_with_stats(x, axes, eps)
+        if sync:
+            mean, var, count = _synced_stats(x, axes, count, c, shape, who)
+            mean, var = _along_channels(mean, len(shape)), _along_channels(var, len(shape))
+            out = (x - mean) / ops.sqrt(var + eps)
+        else:
+            _verify_values_per_channel(count, shape, who, "channel")
+            out, mean, var = _normalize_with_stats(x, axes, eps)
         if running_mean is not None:
             m = _check_momentum(momentum, who)
             _update_running(running_mean, _stat_value(mean, who), m, "running_mean", who)
@@ -282,15 +351,12 @@ def _rms_norm(x: Any, normalized_shape: Any, weight: Any, eps: Any, who: str) ->
     if weight is not None and _shape(weight) != normalized_shape:
         raise ShapeError(f"{who}: weight must have shape normalized_shape={normalized_shape}, got "
                          f"{_shape(weight)}")
-    dtype = _dtype(x)
     xa, low = _in_accum(x)
     if eps is None:                    # PyTorch's: the epsilon of the dtype it computes in
         eps = float(np.finfo(_dtype(xa)).eps)
     axes = tuple(range(len(shape) - k, len(shape)))
     out = xa / ops.sqrt(ops.mean(xa * xa, axis=axes, keepdims=True) + eps)
-    if low is not None:
-        out = _round_back(out, dtype)
-    return out if weight is None else out * weight
+    return _round_back(out if weight is None else out * weight, low)
 
 
 def rms_norm(input: Any, normalized_shape: Any, weight: Any = None, eps: float | None = None) -> Any:
