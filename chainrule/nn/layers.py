@@ -73,15 +73,25 @@ class Sigmoid(_Activation):
     fn = staticmethod(ops.sigmoid)
 
 
-class GELU(_Activation):
-    """Gaussian error linear unit (exact erf form, as PyTorch's default).
+class GELU(Module):
+    """Gaussian error linear unit: the exact erf form (PyTorch's default) or ``approximate="tanh"``.
 
     >>> import chainrule as cr
     >>> cr.nn.GELU()(cr.tensor([0.0]))
     tensor([0.])
     """
 
-    fn = staticmethod(ops.gelu)
+    def __init__(self, approximate: str = "none") -> None:
+        super().__init__()
+        if approximate not in ("none", "tanh"):
+            raise ValueError(f"GELU: approximate must be 'none' or 'tanh', got {approximate!r}")
+        self.approximate = approximate
+
+    def forward(self, x: Any) -> Any:
+        return F.gelu(x, self.approximate)
+
+    def extra_repr(self) -> str:
+        return f"approximate={self.approximate!r}"
 
 
 class Flatten(Module):

@@ -16,7 +16,8 @@ from chainrule.core.tensor import Tensor
 from chainrule.nn import init
 from chainrule.nn.attention import MultiheadAttention
 from chainrule.nn.containers import ModuleList
-from chainrule.nn.functional.basic import gelu, relu
+from chainrule.nn.functional.activation import gelu
+from chainrule.nn.functional.basic import relu
 from chainrule.nn.layers import Dropout, LayerNorm, Linear
 from chainrule.nn.module import Module
 from chainrule.numpy import raw

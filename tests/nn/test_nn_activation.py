@@ -194,7 +194,8 @@ def test_module_signature_is_torchs(name):
 
 
 # torch's builtins carry no signature: their documented ones
-_DOCUMENTED = {"cosine_similarity": {"dim": 1, "eps": 1e-8}, "one_hot": {"num_classes": -1},
+_DOCUMENTED = {"cosine_similarity": {"dim": 1, "eps": 1e-8}, "gelu": {"approximate": "none"},
+               "one_hot": {"num_classes": -1},
                "pairwise_distance": {"p": 2.0, "eps": 1e-6, "keepdim": False}, "prelu": {},
                "softplus": {"beta": 1.0, "threshold": 20.0}}
 
@@ -330,3 +331,28 @@ def test_reprs():
     assert repr(nn_act.LeakyReLU(0.2)) == "LeakyReLU(negative_slope=0.2)"
     assert repr(nn_act.Softmax(dim=1)) == "Softmax(dim=1)"
     assert repr(nn_act.Hardtanh()) == "Hardtanh(min_val=-1.0, max_val=1.0)"
+
+
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+def test_gelu_both_forms_match_torch_to_second_order(approximate):
+    torch = pytest.importorskip("torch")
+    x = np.linspace(-4.0, 4.0, 17)
+    xt = torch.tensor(x, requires_grad=True)
+    (gt,) = torch.autograd.grad(torch.nn.functional.gelu(xt, approximate=approximate).sum(), xt, create_graph=True)
+    (ggt,) = torch.autograd.grad(gt.sum(), xt)
+    m = cr.nn.GELU(approximate)
+    assert repr(m) == repr(torch.nn.GELU(approximate))
+    xc = cr.tensor(x, requires_grad=True)
+    np.testing.assert_allclose(m(xc).detach().numpy(),
+                               torch.nn.functional.gelu(xt, approximate=approximate).detach().numpy(), rtol=1e-13,
+                               atol=1e-15)
+    g = cr.grad(lambda v: m(v).sum())
+    np.testing.assert_allclose(np.asarray(g(x)), gt.detach().numpy(), rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(np.asarray(cr.grad(lambda v: g(v).sum())(x)), ggt.numpy(), rtol=1e-10, atol=1e-13)
+
+
+def test_gelu_refuses_an_unknown_approximation():
+    with pytest.raises(ValueError, match="approximate must be 'none' or 'tanh'"):
+        cr.nn.GELU("erf")
+    with pytest.raises(ValueError, match="gelu: approximate"):
+        cr.nn.functional.gelu(cr.tensor([1.0]), approximate="fast")

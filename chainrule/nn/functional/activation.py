@@ -8,6 +8,7 @@ unused branch of a ``where`` is always fed a safe value, so its derivative is ne
 """
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from chainrule import numpy as ops
@@ -16,7 +17,7 @@ from chainrule.core.errors import DTypeError, ShapeError
 from chainrule.core.tensor import Tensor
 from chainrule.numpy import raw
 
-__all__ = ["cosine_similarity", "elu", "glu", "hardswish", "hardtanh", "leaky_relu", "mish", "normalize",
+__all__ = ["cosine_similarity", "elu", "gelu", "glu", "hardswish", "hardtanh", "leaky_relu", "mish", "normalize",
            "one_hot", "pairwise_distance", "prelu", "relu6", "selu", "silu", "softplus", "softsign"]
 
 # SELU's constants, as PyTorch (Klambauer et al., 2017)
@@ -78,6 +79,22 @@ def mish(input: Any, inplace: bool = False) -> Any:
     tensor([0.])
     """
     return input * ops.tanh(ops.softplus(input))
+
+
+def gelu(input: Any, approximate: str = "none") -> Any:
+    """Gaussian error linear unit, as ``torch.nn.functional.gelu``: ``x * Phi(x)`` (``"none"``, the erf
+    form, one primitive) or its ``"tanh"`` approximation ``x/2 * (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))``.
+
+    >>> import chainrule as cr
+    >>> cr.nn.functional.gelu(cr.tensor([1.0]), approximate="tanh")
+    tensor([0.841192])
+    """
+    if approximate == "none":
+        return ops.gelu(input)
+    if approximate != "tanh":
+        raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
+    inner = math.sqrt(2.0 / math.pi) * (input + 0.044715 * (input * input * input))
+    return 0.5 * input * (1.0 + ops.tanh(inner))
 
 
 def softplus(input: Any, beta: float = 1.0, threshold: float = 20.0) -> Any:

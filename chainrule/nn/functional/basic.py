@@ -1,4 +1,4 @@
-"""The basic layers' functions: linear, dropout, layer_norm, embedding, the plain losses.
+"""The basic layers' functions: linear, dropout, embedding, the plain losses.
 
 All are composites of chainrule ops, so they differentiate to any order in both modes.
 """
@@ -8,16 +8,16 @@ from typing import Any
 
 from chainrule import numpy as ops
 from chainrule.core._backend import np
-from chainrule.core._dtypes import LOW_PRECISION, accumulate, is_floating
+from chainrule.core._dtypes import is_floating
 from chainrule.core.batched import physical
 from chainrule.core.errors import DTypeError, ShapeError, VmapError
 from chainrule.core.random import get_generator
 from chainrule.core.tensor import Tensor
-from chainrule.numpy import gelu, log_softmax, raw, relu, sigmoid, softmax, tanh
+from chainrule.numpy import log_softmax, raw, relu, sigmoid, softmax, tanh
 from chainrule.ops.nn import REDUCTIONS
 
 __all__ = ["cross_entropy", "dropout",
-           "embedding", "gelu", "layer_norm", "linear", "log_softmax", "mse_loss",
+           "embedding", "linear", "log_softmax", "mse_loss",
            "nll_loss", "relu", "sigmoid", "softmax", "tanh"]
 
 
@@ -243,35 +243,6 @@ def dropout(x: Any, p: float = 0.5, training: bool = True, generator: Any = None
         return x * np.zeros((), dtype=data.dtype)
     keep = get_generator(generator).random(np.shape(data)) >= p
     return x * (keep * (1.0 / (1.0 - p))).astype(data.dtype)
-
-
-def layer_norm(x: Any, normalized_shape: tuple, weight: Any = None, bias: Any = None,
-               eps: float = 1e-5) -> Any:
-    """Normalize over the trailing ``normalized_shape`` axes (biased variance, as PyTorch).
-
-    >>> import chainrule as cr
-    >>> cr.nn.functional.layer_norm(cr.tensor([[1.0, 3.0]]), 2)
-    tensor([[-0.999995,  0.999995]])
-    """
-    shape = np.shape(raw(x))
-    if np.ndim(normalized_shape) == 0:
-        normalized_shape = (int(normalized_shape),)
-    k = len(normalized_shape)
-    if tuple(shape[len(shape) - k:]) != tuple(normalized_shape):
-        raise ShapeError(f"layer_norm: input of shape {shape} does not end in normalized_shape "
-                         f"{tuple(normalized_shape)}")
-    out = _normalize(x, tuple(range(len(shape) - k, len(shape))), eps)
-    if weight is not None:
-        out = out * weight
-    return out if bias is None else out + bias
-
-
-def _normalize(x: Any, axes: tuple, eps: float) -> Any:
-    # in float32 for 16-bit x, rounded once (as PyTorch): a float16 (x - mean)**2 overflows past 256
-    if getattr(x, "dtype", None) in LOW_PRECISION:
-        return accumulate(_normalize, x, axes, eps)
-    centered = x - ops.mean(x, axis=axes, keepdims=True)
-    return centered / ops.sqrt(ops.mean(centered * centered, axis=axes, keepdims=True) + eps)
 
 
 def embedding(indices: Any, weight: Any) -> Any:

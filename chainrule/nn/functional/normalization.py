@@ -21,7 +21,7 @@ from chainrule.core.tensor import Tensor
 from chainrule.distributed import collectives as dist
 from chainrule.numpy import raw
 
-__all__ = ["batch_norm", "group_norm", "instance_norm", "rms_norm"]
+__all__ = ["batch_norm", "group_norm", "instance_norm", "layer_norm", "rms_norm"]
 
 
 # ----- helpers -----
@@ -357,6 +357,29 @@ def _rms_norm(x: Any, normalized_shape: Any, weight: Any, eps: Any, who: str) ->
     axes = tuple(range(len(shape) - k, len(shape)))
     out = xa / ops.sqrt(ops.mean(xa * xa, axis=axes, keepdims=True) + eps)
     return _round_back(out if weight is None else out * weight, low)
+
+
+def layer_norm(x: Any, normalized_shape: tuple, weight: Any = None, bias: Any = None,
+               eps: float = 1e-5) -> Any:
+    """Normalize over the trailing ``normalized_shape`` axes (biased variance, as PyTorch); 16-bit
+    input is computed in float32, affine included, and rounded back once.
+
+    >>> import chainrule as cr
+    >>> cr.nn.functional.layer_norm(cr.tensor([[1.0, 3.0]]), 2)
+    tensor([[-0.999995,  0.999995]])
+    """
+    shape = np.shape(raw(x))
+    if np.ndim(normalized_shape) == 0:
+        normalized_shape = (int(normalized_shape),)
+    k = len(normalized_shape)
+    if tuple(shape[len(shape) - k:]) != tuple(normalized_shape):
+        raise ShapeError(f"layer_norm: input of shape {shape} does not end in normalized_shape "
+                         f"{tuple(normalized_shape)}")
+    x, low = _in_accum(x)
+    out = _normalize_with_stats(x, tuple(range(len(shape) - k, len(shape))), eps)[0]
+    if weight is not None:
+        out = out * weight
+    return _round_back(out if bias is None else out + bias, low)
 
 
 def rms_norm(input: Any, normalized_shape: Any, weight: Any = None, eps: float | None = None) -> Any:
