@@ -42,6 +42,7 @@ from chainrule.core._registry import PRIMITIVES
 from chainrule.core.batched import BatchedTensor
 from chainrule.core.errors import (
     ChainruleError,
+    CompileError,
     ConversionError,
     DTypeError,
     GradcheckError,
@@ -55,6 +56,7 @@ from chainrule.core.grad_mode import enable_grad, is_grad_enabled, no_grad, set_
 from chainrule.core.tensor import Tensor, tensor
 from chainrule.distributed import optim as _distributed_optim  # noqa: F401  (cr.distributed.optim)
 from chainrule.func.batching import vmap
+from chainrule.func.compile import compile
 from chainrule.func.transforms import (
     Jacobian,
     grad,
@@ -97,7 +99,8 @@ __version__ = "0.1.0"
 # The public API: NumPy's namespace (above) and what each area publishes (imported above); the
 # extension API is chainrule.extend. tests/public_api.txt holds the list, so a change shows in review.
 __all__ = ["amp", "AnomalyError", "arange", "autocast", "autograd", "BatchedTensor", "bfloat16", "bool_",
-    "ChainruleError", "checkpoint", "checkpoint_sequential", "CheckpointPlan", "complex128", "complex64",
+    "ChainruleError", "checkpoint", "checkpoint_sequential", "CheckpointPlan", "compile", "CompileError",
+    "complex128", "complex64",
     "ConvergenceError", "ConversionError", "data", "detect_anomaly", "distributed", "distributions", "DTypeError",
     "empty", "enable_grad", "estimators", "eye", "fixed_point", "float16", "float32", "float64", "float8_e4m3fn",
     "float8_e5m2", "forward_ad", "fp8", "func", "Function", "FunctionCtx", "get_default_dtype", "grad", "gradcheck",

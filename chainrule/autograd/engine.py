@@ -174,7 +174,7 @@ def run(roots: list, retain_graph: bool, create_graph: bool, targets: dict | Non
     """Run each node that gets a gradient from ``roots`` once, newest first (reverse ``seq`` is topological).
     ``targets``: edges returned (``accumulate`` False) or the only ones accumulated; ``capture``: returned."""
     st, d = STATE, STATE.__dict__     # (non-rare fields: the hot path writes the dict directly)
-    tensor_mode = create_graph or bool(st.fw_levels) or bool(st.observers)
+    tensor_mode = create_graph or bool(st.fw_levels) or bool(st.observers) or st.recorder is not None
     needed, root_nodes, capture, pending, heap, stored = _start(roots, targets, capture, accumulate, tensor_mode)
     captured: dict = {}
     grads = gi = hooks = nxt = None      # nxt: a node made pending by the last one, newer than the heap's
@@ -257,6 +257,8 @@ def _start(roots: list, targets: dict | None, capture: dict | None, accumulate: 
     for edge, g in roots:
         if tensor_mode and not isinstance(g, _Tensor):
             g = _wrap(g)
+            if STATE.recorder is not None:        # cr.compile: the seed made from shapes (ones)
+                STATE.recorder.on_seed(g.data)
         if edge[0] not in pending:
             heappush(heap, (-edge[0].seq, edge[0]))
         _add(pending, edge, g)

@@ -336,9 +336,11 @@ def apply(prim: Primitive, xs: tuple, params: dict | None = None) -> Any:
         out_data = prim.forward(*datas, **params) if params else prim.forward(*datas)
     except (ValueError, TypeError, IndexError, np.linalg.LinAlgError) as e:
         raise forward_error(prim, xs, e) from None
-    if rare and st["observers"]:
+    if rare:
         for ob in st["observers"]:
             ob.on_op(prim, datas, params or {}, out_data)
+        if st["recorder"] is not None:    # cr.compile: it finishes the result as below, and tapes it
+            out_data = st["recorder"].on_op(prim, xs, datas, params, out_data)
     if not has_tensor:
         if type(out_data) in _PY_RESULTS and type(datas[0]) in _PY_NUMBERS and _python_scalars(xs):
             return out_data.astype(default_for(out_data.dtype))   # cr.exp(1.0): the default dtype, as lists

@@ -262,3 +262,8 @@ def _name_of(code: Any, module: str, owner: Any) -> str:
             name = parts[:i] + ([instance, qual[-1]] if instance else qual)
             return ".".join(name[:-1] if name[-1] == "__call__" else name)
     return ""
+
+
+class CompileError(ChainruleError):
+    """``cr.compile(fn, on_miss="error")``: a call whose guards do not match any capture (the message
+    names the guard, e.g. ``argument 0: shape (32, 784) != (64, 784)``)."""

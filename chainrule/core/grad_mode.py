@@ -7,7 +7,7 @@ import threading
 from typing import Any, Callable
 
 # Fields whose being set turns on a rare feature that ``ops.apply`` must look at.
-_RARE = frozenset({"fw_levels", "hooks", "observers", "anomaly", "autocast", "vmap_levels"})
+_RARE = frozenset({"fw_levels", "hooks", "observers", "anomaly", "autocast", "vmap_levels", "recorder"})
 
 
 class _State(threading.local):
@@ -32,6 +32,7 @@ class _State(threading.local):
         d["anomaly"] = None            # the active detect_anomaly, or None
         d["autocast"] = None           # the active cr.autocast policy, or None
         d["vmap_levels"] = ()          # active cr.vmap levels (batch sizes and randomness), innermost last
+        d["recorder"] = None           # cr.compile's recorder while it captures a step, or None
         d["rare"] = False              # any rare field set: apply looks at them only then
         d["hooked_leaves"] = set()     # weak refs to the leaves given post-accumulate-grad hooks here
         d["leaf_hooks"] = None         # the outermost accumulating backward's hook bookkeeping
@@ -48,7 +49,8 @@ def _set(d: dict, name: str, value: Any) -> None:
     d[name] = value
     if name in _RARE:
         d["rare"] = bool(d["fw_levels"] or d["hooks"] or d["observers"] or d["anomaly"] is not None
-                         or d["autocast"] is not None or d["vmap_levels"])
+                         or d["autocast"] is not None or d["vmap_levels"]
+                         or d["recorder"] is not None)
 
 
 STATE = _State()

@@ -27,6 +27,8 @@ def get_generator(generator: Any = None) -> np.random.Generator:
     """The generator to use: the one passed, or the default; inside ``cr.vmap`` as its
     ``randomness`` says (independent draws per example, one shared draw, or an error)."""
     gen = default_generator if generator is None else generator
+    if STATE.recorder is not None:               # cr.compile: a draw a replay would not repeat
+        STATE.recorder.on_random()
     for level in STATE.vmap_levels:          # outermost first: each level wraps the one outside it
         gen = level.generator(gen)
     return gen

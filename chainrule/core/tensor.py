@@ -131,7 +131,10 @@ class Tensor:
         """Return the value of a one-element tensor as a Python number."""
         if self.data.size != 1:
             raise ValueError(f"item(): only one-element tensors can be converted, got shape {self.shape}")
-        return self.data.item()
+        value = self.data.item()
+        if STATE.recorder is not None:      # cr.compile: a value the captured step depends on
+            STATE.recorder.on_value(self, value, "item")
+        return value
 
     def numpy(self) -> ndarray:
         """Return the underlying ndarray (shared, not copied); refuses a tensor in a graph (one that
@@ -141,14 +144,20 @@ class Tensor:
             if role:
                 raise ConversionError(f"numpy(): this tensor {role}; call .detach().numpy() (the result "
                                       f"will not be tracked)")
+        if STATE.recorder is not None:      # cr.compile: values read outside the recorded ops
+            STATE.recorder.on_numpy(self, "numpy()")
         return self.data
 
     def tolist(self) -> Any:
+        if STATE.recorder is not None:      # cr.compile: values read outside the recorded ops
+            STATE.recorder.on_numpy(self, "tolist()")
         return self.data.tolist()
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> ndarray:
         if self._requires_grad or self._tangents is not None:      # the plain path: two attribute tests
             refuse_conversion(self)
+        if STATE.recorder is not None:      # cr.compile: values read outside the recorded ops
+            STATE.recorder.on_numpy(self, "np.asarray()")
         if dtype is not None and dtype != self.data.dtype:
             return self.data.astype(dtype)
         return self.data.copy() if copy else self.data
@@ -163,7 +172,10 @@ class Tensor:
         return bool(self.item())
 
     def __index__(self) -> int:
-        return int(self.data.__index__())
+        value = int(self.data.__index__())
+        if STATE.recorder is not None:      # cr.compile: a value the captured step depends on
+            STATE.recorder.on_value(self, value, "index")
+        return value
 
     def __hash__(self) -> int:
         return id(self)

@@ -10,7 +10,7 @@ from typing import Any, Callable, Iterable
 
 from chainrule.core._backend import np
 from chainrule.core.errors import ShapeError
-from chainrule.core.grad_mode import enable_grad, no_grad
+from chainrule.core.grad_mode import STATE, enable_grad, no_grad
 from chainrule.core.tensor import Tensor
 from chainrule.nn.module import zero_grads
 from chainrule.numpy import raw
@@ -55,6 +55,8 @@ class Optimizer:
 
     def step(self, closure: Callable[[], Any] | None = None) -> Any:
         """Update every parameter that has a gradient; ``closure`` (if given) recomputes the loss."""
+        if STATE.recorder is not None:      # cr.compile captures a step: it replays this very call
+            return STATE.recorder.on_island(self, closure)
         loss = None
         if closure is not None:
             with enable_grad():

@@ -1,0 +1,879 @@
+"""``cr.compile``: run a step eagerly once while recording the NumPy kernels chainrule calls, then
+replay that flat tape on new inputs, behind guards (docs/compile.md).
+
+``apply`` reports every op to the recorder in ``STATE.recorder``, and the engine runs the VJP rules
+through ops while one is active, so backward passes are on the tape too. Each array is known by
+``id()`` while the capture keeps it alive; an array no entry produced is resolved to an argument or
+to a tensor the step reaches (closure, globals, ``self``), or the capture is refused. What v1
+cannot replay runs eagerly, with one warning that says why.
+"""
+from __future__ import annotations
+
+import builtins
+import functools
+import math
+import pickle
+import random
+import sys
+import types
+import warnings
+from collections import namedtuple
+from typing import Any, Callable
+
+from chainrule.core import _dtypes
+from chainrule.core._backend import ndarray, np
+from chainrule.core._pytree import flatten, paths, unflatten
+from chainrule.core._registry import _PY_NUMBERS, _PY_RESULTS, _WIDE, _keep_low_precision, _python_scalars
+from chainrule.core.errors import _LIBRARY_DIRS, CompileError, _package
+from chainrule.core.grad_mode import STATE, state_scope
+from chainrule.core.tensor import Tensor, wrap
+from chainrule.func._scan import _GONE, _SCALARS, _path_name, _Scan, _walk
+
+__all__ = ["compile"]
+
+CacheInfo = namedtuple("CacheInfo", "captures replays eager_runs misses")
+
+# The primitives whose VJP and JVP rules are straight-line chainrule ops (no Python branch on the
+# values they are given): a capture whose backward runs the rule of any other primitive is refused.
+# Those with ``keeping_zero`` rules (log, sqrt, divide, ...) branch on exact-zero cotangents unless
+# ``cr.set_safe_zero_cotangents(False)``.
+_STRAIGHT_RULES = frozenset({
+    "negative", "exp", "exp2", "expm1", "sin", "cos", "tan", "arctan", "sinh", "cosh", "tanh",
+    "tanh_backward", "arcsinh", "sigmoid", "relu", "softplus", "erf", "gelu", "abs", "real", "imag",
+    "conj", "square", "sign", "copy", "alias", "astype", "add", "subtract", "multiply", "maximum",
+    "minimum", "where", "clip", "reshape", "transpose", "broadcast_to", "diagonal", "flip", "roll",
+    "pad", "getitem", "sum", "amax", "amin", "cumsum", "linear", "matmul", "einsum", "concatenate",
+    "softmax", "log_softmax", "softmax_cross_entropy",
+})
+_KEEPS_ZERO = "keeps_zero"
+
+
+class _Refused(Exception):
+    """The capture cannot be replayed: the message says why (the step then runs eagerly)."""
+
+
+class _Miss(Exception):
+    """A replay's guard failed: the message names it."""
+
+
+# ----- the recorder: what apply, the engine and Tensor's value reads report during a capture -----
+class _Recorder:
+    def __init__(self, leaves: list, scan: _Scan) -> None:
+        self.slot_of: dict[int, int] = {}        # id(array) -> slot
+        self.alive: list = []                    # the arrays above (alive: their id() stays unique)
+        self.sources: list = []                  # slot -> how a replay fills it (None: an entry)
+        self.entries: list = []                  # (kernel, input slots, params, dynamic params, out slot, post)
+        self.checks: list = []                   # (after entry n, slot, kind, value, where): value guards
+        self.snapshots: list = []                # (array, its bytes at first read, name): external reads
+        self.seen: dict[int, tuple] = {}         # id(tensor) -> (tensor, version, grad, data)
+        self.graph_prims: dict[str, Any] = {}    # primitives whose rules may run (in a graph, or dual)
+        self.rules_ran = False                   # a backward or forward mode ran rules
+        self.refused: str | None = None
+        self.scan = scan
+        self.leaf_tensor: dict[int, int] = {}
+        self.leaf_array: dict[int, int] = {}
+        self.leaf_start: dict[int, tuple] = {}   # id(tensor argument) -> (tensor, version, grad, data)
+        self.grad_writes: list = []              # (which tensor, slot of its new .grad or None, from None)
+        self.islands: list = []                  # (entry index, optimizer, its path): opt.step() calls
+        self.island_versions: dict[int, int] = {}   # id(parameter) -> its version after an island
+        self.island_arrays: set = set()          # ids of the arrays islands update in place
+        for i, x in enumerate(leaves):
+            if isinstance(x, Tensor):
+                self.leaf_tensor.setdefault(id(x), i)
+                self.leaf_start[id(x)] = (x, x._version, x.__dict__.get("grad"), x.data)
+                self.leaf_array.setdefault(id(x.data), i)
+            elif isinstance(x, ndarray):
+                self.leaf_array.setdefault(id(x), i)
+
+    def refuse(self, reason: str) -> None:
+        self.refused = self.refused or reason
+
+    # -- slots --
+    def _new_slot(self, arr: Any, source: Any) -> int:
+        s = len(self.sources)
+        self.sources.append(source)
+        self.slot_of[id(arr)] = s
+        self.alive.append(arr)
+        return s
+
+    def slot(self, arr: Any, t: Any, what: str) -> int:
+        """The slot of an array read as an op's input (``t``: its tensor, if it came as one)."""
+        s = self.slot_of.get(id(arr))
+        if s is not None:
+            return s
+        if t is not None:
+            i = self.leaf_tensor.get(id(t))
+            if i is not None and t.data is arr:
+                return self._external(arr, ("arg", i), f"argument {i}")
+            found = self.scan.tensors.get(id(t))
+            if found is not None and t.data is arr:
+                if t.grad_fn is not None:
+                    raise _Refused(f"{what} reads {found[3]}, a tensor computed before the step (it has a "
+                                   f"grad_fn); pass it as an argument, or detach it")
+                return self._external(arr, ("ext", found[1], found[2], True), found[3])
+        i = self.leaf_array.get(id(arr))
+        if i is not None:
+            return self._external(arr, ("argdata", i), f"argument {i}")
+        found = self.scan.arrays.get(id(arr))
+        if found is not None:
+            return self._external(arr, ("ext", found[1], found[2], found[4]), found[3])
+        if isinstance(arr, np.generic):
+            raise _Refused(f"{what} takes a NumPy scalar ({arr!r}) computed outside chainrule's ops; "
+                           f"use a Python number or a tensor")
+        shape = getattr(arr, "shape", "?")
+        raise _Refused(f"{what} reads an array of shape {shape} that was not computed by chainrule's ops "
+                       f"in the step nor passed to it (a tensor made inside the step with cr.tensor/"
+                       f"cr.zeros/..., or NumPy code on .data); pass it as an argument or make it "
+                       f"outside the step")
+
+    def _external(self, arr: Any, source: tuple, name: str) -> int:
+        self.snapshots.append((arr, arr.tobytes(), name))
+        return self._new_slot(arr, source)
+
+    def _see(self, t: Tensor, what: str) -> None:
+        rec = self.seen.get(id(t))
+        if rec is None:
+            self.seen[id(t)] = (t, t._version, t.__dict__.get("grad"), t.data)
+            if _hooked(t):
+                raise _Refused(f"{what} reads a tensor with a hook (register_hook); hooks are not "
+                               f"replayed in v1")
+        elif rec[1] != t._version or rec[3] is not t.data:
+            raise _Refused(f"{what} reads a tensor of shape {t.shape} changed in place during the step "
+                           f"(an in-place op, an optimizer step or a buffer update)")
+
+    # -- the reports --
+    def _grad_write(self, key: int, t: Tensor, before: Any) -> None:
+        """``t.grad`` changed during the step: a replay sets it to the new gradient (or None), if that
+        is a fresh tensor computed on the tape (a backward into cleared gradients) of a tensor the
+        replay can find again."""
+        if key in self.leaf_tensor:
+            where: tuple = ("leaf", self.leaf_tensor[key])
+        elif key in self.scan.tensors:
+            found = self.scan.tensors[key]
+            where = ("path", found[1], found[2], found[3])
+        else:
+            raise _Refused(f"it writes .grad of a tensor of shape {t.shape} made inside the step")
+        g = t.__dict__.get("grad")
+        if g is None:
+            self.grad_writes.append((where, None, False))
+            return
+        s = self._fresh_grad(g)
+        if s is None:
+            raise _Refused("it accumulates .grad into an existing gradient (or writes .grad by hand), "
+                           "which v1 does not replay; clear the gradients first (opt.zero_grad(), or "
+                           "p.grad = None) or use cr.grad / cr.autograd.grad, which return them")
+        # from None: eager would add to a gradient present at a later call, so one must be absent then
+        self.grad_writes.append((where, s, before is None))
+
+    def _fresh_grad(self, g: Any) -> int | None:
+        """The slot of a gradient a backward of the step made (a new tensor on the tape), else None."""
+        s = self.slot_of.get(id(g.data)) if isinstance(g, Tensor) else None
+        fresh = s is not None and self.sources[s] is None and g.grad_fn is None and not g._requires_grad
+        return s if fresh and id(g) not in self.seen else None
+
+    def on_island(self, opt: Any, closure: Any) -> Any:
+        """``opt.step()`` during the capture: run it (unrecorded) and tape the call itself, with the
+        gradients it reads; a replay sets them and calls the same method at the same point."""
+        found = self.scan.objects.get(id(opt))
+        if closure is not None or found is None or self.refused is not None:
+            self.refuse("it calls opt.step(closure)" if closure is not None else
+                        "it calls the step of an optimizer it does not reach through its closure, "
+                        "globals or arguments")
+            with state_scope(recorder=None):
+                return opt.step(closure)
+        params = [p for group in opt.param_groups for p in group["params"]]
+        slots = []
+        for p in params:
+            g = p.__dict__.get("grad")
+            s = None if g is None else self._fresh_grad(g)
+            if g is not None and s is None:
+                self.refuse("it calls opt.step() on a gradient accumulated into an existing one; clear "
+                            "the gradients first (opt.zero_grad())")
+            slots.append(s)
+        with state_scope(recorder=None):
+            opt.step()
+        for p in params:
+            self.island_versions[id(p)] = p._version
+            self.island_arrays.add(id(p.data))
+            rec = self.seen.get(id(p))
+            if rec is not None:
+                self.seen[id(p)] = (p, p._version, rec[2], rec[3])
+        island = _Island(opt, params, [s is not None for s in slots])
+        out = self._new_slot(island, None)
+        self.entries.append((island, tuple(s for s in slots if s is not None), None, None, out, None))
+        self.islands.append((len(self.entries) - 1, opt, found))
+        return None
+
+    def on_op(self, prim: Any, xs: tuple, datas: list, params: Any, out: Any) -> Any:
+        has_tensor = needs_grad = False
+        try:
+            if self.refused is None:
+                ins = []
+                seen, slot_of = self.seen, self.slot_of
+                for x, a in zip(xs, datas):
+                    if isinstance(x, Tensor):
+                        has_tensor = True
+                        needs_grad = needs_grad or x._requires_grad
+                        rec = seen.get(id(x))           # (inlined: the common case is one seen before)
+                        if rec is None or rec[1] != x._version or rec[3] is not x.data:
+                            self._see(x, prim.name)
+                        s = slot_of.get(id(a))
+                        ins.append(s if s is not None else self.slot(a, x, prim.name))
+                    elif type(x) is list or type(x) is tuple:      # apply made it an array: constant
+                        ins.append(self._new_slot(a, ("const", a)))
+                    elif isinstance(a, (ndarray, np.generic)):
+                        ins.append(self.slot(a, None, prim.name))
+                    else:
+                        ins.append(self._constant(a))
+                dyn = self._params(prim.name, params) if params else None
+            else:
+                has_tensor = any(isinstance(x, Tensor) for x in xs)
+                needs_grad = any(isinstance(x, Tensor) and x._requires_grad for x in xs)
+        except _Refused as e:
+            self.refuse(str(e))
+        post = None
+        if has_tensor:                        # what apply does to the result, done here once
+            if type(out) is not ndarray:
+                out, post = np.asarray(out), "asarray"
+            x0 = datas[0]
+            if (type(x0) is not ndarray or out.dtype is not x0.dtype) and out.dtype in _WIDE \
+                    and out.dtype != getattr(x0, "dtype", None) and not (params and "dtype" in params):
+                low = _keep_low_precision(datas, out)
+                if low is not out:
+                    out, post = low, ("astype", low.dtype, post)
+            st = STATE.__dict__         # rules run in a backward and for forward mode's tangents
+            self.rules_ran = self.rules_ran or st["in_backward"] or bool(st["fw_levels"])
+            if prim.name not in self.graph_prims and not _constant_safe(prim, xs) and (
+                    needs_grad and prim.vjps is not None and st["grad_enabled"]
+                    or st["fw_levels"] and prim.jvps is not None):
+                self.graph_prims[prim.name] = prim
+        elif type(out) in _PY_RESULTS and type(datas[0]) in _PY_NUMBERS and _python_scalars(xs):
+            return out                        # apply casts it (a new object): never read by id
+        if self.refused is None:
+            s = self._new_slot(out, None)
+            self.entries.append((prim.forward, tuple(ins), params or None, dyn, s, post))
+        return out
+
+    def _constant(self, value: Any) -> int:
+        if not isinstance(value, _SCALARS + (np.dtype,)):
+            raise _Refused(f"an op takes an input of type {type(value).__name__} that v1 cannot replay")
+        self.sources.append(("const", value))
+        return len(self.sources) - 1
+
+    def _params(self, name: str, params: dict) -> Any:
+        """The params that hold arrays or tensors: (key, template) pairs, filled at replay."""
+        dyn = tuple((k, tpl) for k, v in params.items() if (tpl := self._template(v, name)) is not _STATIC)
+        return dyn or None
+
+    def _template(self, v: Any, name: str) -> Any:
+        if isinstance(v, Tensor):
+            self._see(v, name)
+            return ("t", self.slot(v.data, v, name))
+        if isinstance(v, (ndarray, np.generic)):
+            return ("a", self.slot(v, None, name))
+        if type(v) is tuple or type(v) is list:
+            parts = [self._template(w, name) for w in v]
+            if all(p is _STATIC for p in parts):
+                return _STATIC
+            return (type(v), tuple(("c", w) if p is _STATIC else p for w, p in zip(v, parts)))
+        if isinstance(v, (dict, set)) or hasattr(v, "__array__"):
+            raise _Refused(f"{name} takes a parameter of type {type(v).__name__} that v1 cannot replay")
+        return _STATIC
+
+    def on_seed(self, arr: Any) -> None:
+        self.rules_ran = True
+        if id(arr) in self.slot_of or id(arr) in self.leaf_array or id(arr) in self.scan.arrays:
+            return
+        if arr.size == 1 and arr.reshape(-1)[0] == 1:        # backward()'s implicit seed (ones)
+            self._new_slot(arr, ("ones", arr.shape, arr.dtype))
+
+    def on_random(self) -> None:
+        self.refuse("it draws random numbers (dropout, cr.random, init): v1 does not replay random draws")
+
+    def on_numpy(self, t: Tensor, how: str) -> None:
+        self.refuse(f"it reads tensor values with {how} at {_user_line()}, which a replay cannot see")
+
+    def on_value(self, t: Tensor, value: Any, kind: str) -> None:
+        try:
+            if self.refused is None:
+                self.checks.append((len(self.entries), self.slot(t.data, t, f".{kind}()"), kind, value,
+                                    _user_line()))
+        except _Refused as e:
+            self.refuse(str(e))
+
+    def finish(self, out: Any) -> None:
+        """The end of the capture: refuse what the step changed beyond its return value."""
+        tensors = {key: found[4] for key, found in self.scan.tensors.items()}   # as at the call
+        tensors.update(self.leaf_start)
+        for key, rec in self.seen.items():
+            tensors.setdefault(key, rec)
+        self.grad_writes = []
+        for key, (t, version, grad, data) in tensors.items():
+            if t.__dict__.get("grad") is not grad:
+                self._grad_write(key, t, grad)
+            if (t._version != version and self.island_versions.get(key) != t._version) or t.data is not data:
+                raise _Refused(f"it changes a tensor of shape {t.shape} in place (an in-place op, an "
+                               f"optimizer step or a buffer update)")
+            if _hooked(t):
+                raise _Refused("it registers a tensor hook; hooks are not replayed in v1")
+        for arr, before, name in self.snapshots:
+            if id(arr) not in self.island_arrays and arr.tobytes() != before:
+                raise _Refused(f"it writes into {name} with NumPy (its values changed during the step)")
+        for root, steps, name, value in self.scan.values:
+            now = _walk(self.scan.roots[root](), steps)
+            if not _same(now, value):
+                raise _Refused(f"it changes {name} ({value!r} -> {now!r}), a Python side effect a replay "
+                               f"would not repeat")
+        if STATE.hooked_leaves:
+            raise _Refused("post-accumulate-grad hooks are registered; hooks are not replayed in v1")
+        if self.rules_ran:
+            for name, prim in self.graph_prims.items():
+                if name in _STRAIGHT_RULES:
+                    continue
+                if not STATE.safe_zero and all(getattr(r, _KEEPS_ZERO, False) or r is None
+                                               for r in (prim.vjps or ())):
+                    continue
+                raise _Refused(f"it runs the derivative rule of '{name}', which branches on values "
+                               f"(v1 replays only straight-line rules)")
+
+
+def _constant_safe(prim: Any, xs: tuple) -> bool:
+    """``x / c`` (``c`` a finite nonzero number) and ``x ** n`` (an integer ``n >= 1``): their
+    ``keeping_zero`` rule never replaces anything (a zero cotangent gives a finite zero), so it
+    takes the same path for every value."""
+    if len(xs) != 2 or isinstance(xs[1], (Tensor, ndarray)) or type(xs[1]) not in (int, float):
+        return False
+    c = xs[1]
+    if prim.name == "divide":
+        return c != 0 and math.isfinite(c)
+    return prim.name == "power" and float(c).is_integer() and c >= 1
+
+
+def _hooked(t: Tensor) -> bool:
+    node = t.grad_fn if t.grad_fn is not None else (t._leaf_edge[0] if t._leaf_edge else None)
+    return bool(node is not None and node.pre_hooks)
+
+
+_STATIC = object()
+
+
+class _Island:
+    """A tape entry that is a call: an optimizer's ``step`` on the gradients the tape computed."""
+
+    def __init__(self, opt: Any, params: list, has_grad: list) -> None:
+        self.opt, self.params, self.has_grad = opt, params, has_grad
+        self.ids = tuple(id(p) for p in params)
+
+    def __call__(self, *grads: Any) -> None:
+        it = iter(grads)
+        for p, has in zip(self.params, self.has_grad):
+            p.grad = wrap(next(it)) if has else None
+        self.opt.step()
+
+
+def _fill(tpl: tuple, vals: dict) -> Any:
+    """A parameter rebuilt from its template: ("a", slot) an array, ("t", slot) a tensor, ("c", value)
+    a constant, (tuple or list, parts) a sequence of those."""
+    tag = tpl[0]
+    if tag == "a":
+        return vals[tpl[1]]
+    if tag == "t":
+        return wrap(vals[tpl[1]])
+    if tag == "c":
+        return tpl[1]
+    return tag(_fill(p, vals) for p in tpl[1])
+
+
+def _user_line() -> str:
+    """``file:line`` of the innermost frame outside chainrule and the installed libraries."""
+    frame = sys._getframe(1)
+    while frame is not None and (_package(frame) == "chainrule"
+                                 or frame.f_code.co_filename.startswith(_LIBRARY_DIRS)):
+        frame = frame.f_back
+    return "?" if frame is None else f"{frame.f_code.co_filename}:{frame.f_lineno}"
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Python values equal bitwise: -0.0 is not 0.0, NaN is NaN; ``b`` a 1-tuple: ``a`` is its item."""
+    if type(b) is tuple:
+        return a is b[0]
+    if type(a) is not type(b):
+        return False
+    if type(a) is float:
+        return a == b and math.copysign(1.0, a) == math.copysign(1.0, b) or (a != a and b != b)
+    if type(a) is complex:
+        return _same(a.real, b.real) and _same(a.imag, b.imag)
+    return a == b                         # (only Python scalars are guarded by value)
+
+
+def _leaf_guard(x: Any) -> tuple:
+    if isinstance(x, Tensor):
+        return ("tensor", type(x), x.data.shape, x.data.dtype, x._requires_grad)
+    if isinstance(x, ndarray):
+        return ("array", type(x), x.shape, x.dtype)
+    if isinstance(x, _SCALARS):
+        return ("value", x)
+    return ("object", x)
+
+
+def _leaf_names(tree: Any) -> list[str]:
+    if type(tree) is int:                   # _flatten_call's positional leaves
+        return [f"argument {i}" for i in range(tree)]
+    return [(f"argument {p[1]}" if p[0] == 0 else f"argument {p[1]!r}") + "".join(f"[{k!r}]" for k in p[2:])
+            for p in paths(tree)]
+
+
+def _describe_miss(name: str, want: tuple, x: Any) -> str | None:
+    """None if ``x`` passes the guard ``want`` of ``name``, else the message naming the guard."""
+    kind = want[0]
+    if kind == "value":
+        return None if _same(x, want[1]) else f"{name}: value {x!r} != {want[1]!r}"
+    if kind == "object":
+        return None if x is want[1] else f"{name}: a different {type(want[1]).__name__} object"
+    if type(x) is not want[1]:
+        return f"{name}: type {type(x).__name__} != {want[1].__name__}"
+    d = x.data if kind == "tensor" else x
+    for what, now, was in (("shape", d.shape, want[2]), ("dtype", d.dtype, want[3])):
+        if now != was:
+            return f"{name}: {what} {now} != {was}"
+    if kind == "tensor" and x._requires_grad != want[4]:
+        return f"{name}: requires_grad {x._requires_grad} != {want[4]}"
+    if kind == "tensor" and want[4] and x.grad_fn is not None:
+        return f"{name}: a non-leaf tensor that requires grad (captured: a leaf)"
+    if kind == "tensor" and _hooked(x):
+        return f"{name}: a tensor hook is registered on it now"
+    return None
+
+
+class _Capture:
+    """One recorded step: its guards, its tape (dead entries dropped) and how to rebuild its outputs."""
+
+    def __init__(self, rec: _Recorder, leaves: list, tree: Any, out: Any, state: tuple) -> None:
+        self.tree, self.state = tree, state
+        self.names = _leaf_names(tree)
+        self.leaf_guards = [_leaf_guard(x) for x in leaves]
+        for name, x in zip(self.names, leaves):
+            if isinstance(x, Tensor) and x._requires_grad and x.grad_fn is not None:
+                raise _Refused(f"{name} is a non-leaf tensor that requires grad (a graph from outside "
+                               f"the step); pass it detached")
+        self.scan_roots = rec.scan.roots
+        self.value_guards = [(root, steps, name, value) for root, steps, name, value in rec.scan.values]
+        out_leaves, self.out_tree = flatten(out)
+        self.outs = [self._output(rec, x, leaves) for x in out_leaves]
+        needed = {o[1] for o in self.outs if o[0] in ("tensor", "array")}
+        needed |= {c[1] for c in rec.checks}
+        needed |= {w[1] for w in rec.grad_writes if w[1] is not None}
+        needed |= {rec.entries[i][4] for i, _, _ in rec.islands}
+        self.grad_writes = rec.grad_writes
+        if any(at > i for at, *_ in rec.checks for i, _, _ in rec.islands):
+            raise _Refused("it reads a value (.item(), float(), ...) after opt.step(): a replay would "
+                           "have to stop after the optimizer's writes; read it before the step")
+        self.islands = [(opt, found[1], found[2], found[3], rec.entries[i][0].ids)
+                        for i, opt, found in rec.islands]
+        keep = []
+        for e in reversed(rec.entries):
+            if e[4] in needed:
+                keep.append(e)
+                needed.update(e[1])
+                for _, tpl in e[3] or ():
+                    needed.update(_slots_of(tpl))
+        keep.reverse()
+        kept = {id(e): i for i, e in enumerate(keep)}
+        position, n = [], 0                  # kept entries before each original position
+        for e in rec.entries:
+            position.append(n)
+            n += id(e) in kept
+        position.append(n)
+        self.entries = [(fn, ins, params or {}, dyn, o, post) for fn, ins, params, dyn, o, post in keep]
+        self.checks = [(position[at], s, kind, value, where) for at, s, kind, value, where in rec.checks]
+        self.n_recorded = len(rec.entries)
+        self.init: list = [None] * len(rec.sources)
+        self.args: list = []                 # (slot, leaf index, read .data)
+        self.exts: list = []                 # (slot, root, steps, via tensor, guard, name)
+        for s, src in enumerate(rec.sources):
+            if src is None or s not in needed:
+                continue
+            kind = src[0]
+            if kind == "const":
+                self.init[s] = src[1]
+            elif kind == "ones":
+                self.init[s] = np.ones(src[1], src[2])
+            elif kind == "arg":
+                self.args.append((s, src[1], True))
+            elif kind == "argdata":
+                self.args.append((s, src[1], isinstance(leaves[src[1]], Tensor)))
+            else:
+                _, root, steps, via = src
+                obj = _walk(rec.scan.roots[root](), steps)
+                name = _path_name(rec.scan.root_names[root], steps)
+                self.exts.append((s, root, steps, via, _leaf_guard(obj), name))
+        # a closed-over tensor that was also an argument was read from the argument's slot: it
+        # must stay that argument
+        self.leaf_paths = [(found[1], found[2], found[3], rec.leaf_tensor[key])
+                           for key, found in rec.scan.tensors.items() if key in rec.leaf_tensor]
+        self.leaf_paths += [(found[1], found[2], found[3], rec.leaf_array[key])
+                            for key, found in rec.scan.arrays.items()
+                            if key in rec.leaf_array and not found[4]]
+        self.alias = _alias(leaves + [_walk(rec.scan.roots[e[1]](), e[2]) for e in self.exts])
+        self.used_roots = sorted({e[1] for e in self.exts} | {v[0] for v in self.value_guards}
+                                 | {p[0] for p in self.leaf_paths}
+                                 | {w[0][1] for w in self.grad_writes if w[0][0] == "path"}
+                                 | {i[1] for i in self.islands})
+        self.run: Callable | None = None
+
+    def _output(self, rec: _Recorder, x: Any, leaves: list) -> tuple:
+        if isinstance(x, Tensor):
+            if x._requires_grad:
+                raise _Refused("it returns a tensor that requires grad (a live graph); return "
+                               "t.detach(), or values and gradients (cr.value_and_grad)")
+            known = rec.seen.get(id(x))
+            if (x._version != known[1]) if known is not None else x._version:
+                raise _Refused("it returns a tensor changed in place during the step")
+            for i, leaf in enumerate(leaves):
+                if leaf is x:
+                    return ("leaf", i)
+            s = rec.slot_of.get(id(x.data))
+            if s is None:
+                raise _Refused(f"it returns a tensor of shape {x.shape} not computed by chainrule's ops "
+                               f"in the step")
+            return ("tensor", s)
+        if isinstance(x, ndarray):
+            if id(x) not in rec.slot_of:
+                raise _Refused(f"it returns an array of shape {x.shape} not computed by chainrule's ops")
+            return ("array", rec.slot_of[id(x)])
+        if isinstance(x, _SCALARS):
+            return ("const", x)
+        raise _Refused(f"it returns a {type(x).__name__}; v1 replays steps returning tensors, arrays "
+                       f"and Python numbers")
+
+    # -- a call --
+    def guard(self, leaves: list, tree: Any, state: tuple) -> tuple[str | None, list]:
+        """None and the values of the externals if every guard passes, else the failing guard's message."""
+        if tree != self.tree:
+            return "the arguments' structure changed", []
+        if state != self.state:
+            return _state_miss(state, self.state), []
+        if STATE.hooked_leaves:
+            return "post-accumulate-grad hooks are registered", []
+        for i, (want, x) in enumerate(zip(self.leaf_guards, leaves)):
+            if want[0] == "tensor":                 # the common case, inline: a miss is described below
+                d = x.data if type(x) is want[1] else None
+                if d is not None and d.shape == want[2] and (d.dtype is want[3] or d.dtype == want[3]) \
+                        and x._requires_grad is want[4] and not (want[4] and (x.grad_fn is not None
+                                                                             or _hooked(x))):
+                    continue
+            elif want[0] == "array" and type(x) is want[1] and x.shape == want[2] and x.dtype == want[3]:
+                continue
+            miss = _describe_miss(self.names[i], want, x)
+            if miss is not None:
+                return miss, []
+        roots = {}
+        for root in self.used_roots:
+            try:
+                roots[root] = self.scan_roots[root]()
+            except Exception:
+                roots[root] = _GONE
+        exts = []
+        for s, root, steps, via, want, name in self.exts:
+            obj = _walk(roots[root], steps)
+            miss = f"{name}: no longer found" if obj is _GONE else _describe_miss(name, want, obj)
+            if miss is None and via and obj.grad_fn is not None:
+                miss = f"{name}: now a tensor with a grad_fn"
+            if miss is not None:
+                return miss, []
+            exts.append((s, obj.data if via else obj))
+        for root, steps, name, i in self.leaf_paths:
+            if _walk(roots[root], steps) is not leaves[i]:
+                return f"{name}: no longer the tensor passed as {self.names[i]}", []
+        if _alias(leaves + [arr for _, arr in exts]) != self.alias:
+            return "the arguments share memory differently (the same tensor passed twice?)", []
+        for root, steps, name, value in self.value_guards:
+            now = _walk(roots[root], steps)
+            if not _same(now, value):
+                return f"{name}: value {'(gone)' if now is _GONE else repr(now)} != {value!r}", []
+        for opt, root, steps, name, ids in self.islands:
+            if _walk(roots[root], steps) is not opt:
+                return f"{name}: no longer the optimizer captured", []
+            if tuple(id(p) for group in opt.param_groups for p in group["params"]) != ids:
+                return f"{name}: its parameters changed", []
+        targets = []
+        for where, s, from_none in self.grad_writes:
+            t = leaves[where[1]] if where[0] == "leaf" else _walk(roots[where[1]], where[2])
+            if t is _GONE:
+                return f"{where[3]}: no longer found", []
+            if from_none and t.__dict__.get("grad") is not None:
+                name = self.names[where[1]] if where[0] == "leaf" else where[3]
+                return (f"{name}.grad: a gradient is present (the capture started from None: the "
+                        f"backward would add to it)"), []
+            targets.append((t, s))
+        return None, (exts, targets)
+
+    def replay(self, leaves: list, exts: Any) -> Any:
+        exts, targets = exts
+        vals = self.init[:]
+        for s, i, data in self.args:
+            vals[s] = leaves[i].data if data else leaves[i]
+        for s, arr in exts:
+            vals[s] = arr
+        if self.run is None:                    # compiled once, at the first replay (~25 us per entry)
+            self.run = _generate(self.entries, self.checks,
+                                 [o[1] for o in self.outs if o[0] in ("tensor", "array")]
+                                 + [w[1] for w in self.grad_writes if w[1] is not None])
+        self.run(vals)
+        grads = {}
+        for t, s in targets:           # the writes of a replay: after every check (and the islands')
+            if s is None:
+                t.grad = None
+                continue
+            g = t.__dict__.get("grad")
+            if g is None or g.data is not vals[s]:           # (an island set this one already)
+                g = grads.get(s) or wrap(vals[s])
+                t.grad = g
+            grads[s] = g
+        return self._outputs(vals, leaves, grads)
+
+    def _outputs(self, vals: list, leaves: list, grads: dict) -> Any:
+        out = []
+        for o in self.outs:
+            kind = o[0]
+            if kind == "tensor":
+                out.append(grads[o[1]] if o[1] in grads else wrap(vals[o[1]]))   # p.grad returned: itself
+            elif kind == "array":
+                out.append(vals[o[1]])
+            elif kind == "leaf":
+                out.append(leaves[o[1]])
+            else:
+                out.append(o[1])
+        return unflatten(self.out_tree, out)
+
+
+def _generate(entries: list, checks: list, outs: list) -> Callable:
+    """The tape as one Python function of the slot list: each slot a local variable, each entry one
+    call (no loop, no indexing); it writes the output slots back into the list."""
+    names: dict = {"_fill": _fill, "_post": _post, "_check": _check, "_asarray": np.asarray}
+    produced: set = set()
+    body: list = []
+    read: set = set()
+
+    def use(slot: int) -> str:
+        if slot not in produced:
+            read.add(slot)
+        return f"s{slot}"
+    c = 0
+    for k in range(len(entries) + 1):
+        while c < len(checks) and checks[c][0] == k:        # value guards: in their place
+            names[f"c{c}"] = checks[c]
+            body.append(f"_check(c{c}, {{{checks[c][1]}: {use(checks[c][1])}}})")
+            c += 1
+        if k == len(entries):
+            break
+        fn, ins, kw, dyn, o, post = entries[k]
+        names[f"f{k}"] = fn
+        args = ", ".join(use(i) for i in ins)
+        if dyn is not None:
+            names[f"p{k}"], names[f"d{k}"] = kw, dyn
+            env = "{" + ", ".join(f"{j}: {use(j)}" for j in sorted({j for _, t in dyn for j in _slots_of(t)})) + "}"
+            kws = f"**{{**p{k}, **{{key: _fill(tpl, {env}) for key, tpl in d{k}}}}}"
+            call = f"f{k}({args + ', ' if args else ''}{kws})"
+        elif kw:
+            names[f"p{k}"] = kw
+            call = f"f{k}({args + ', ' if args else ''}**p{k})"
+        else:
+            call = f"f{k}({args})"
+        if post == "asarray":
+            call = f"_asarray({call})"
+        elif post is not None:
+            names[f"q{k}"] = post
+            call = f"_post({call}, q{k})"
+        body.append(f"s{o} = {call}")
+        produced.add(o)
+    for o in outs:
+        body.append(f"v[{o}] = {use(o)}")
+    head = [f"s{j} = v[{j}]" for j in sorted(read)]
+    src = "def run(v):\n" + "".join(f"    {line}\n" for line in head + body + ["return None"])
+    exec(builtins.compile(src, "<cr.compile tape>", "exec"), names)   # noqa: S102 - our own code
+    return names["run"]
+
+
+def _slots_of(tpl: tuple) -> list:
+    if tpl[0] in ("a", "t"):
+        return [tpl[1]]
+    return [] if tpl[0] == "c" else [s for p in tpl[1] for s in _slots_of(p)]
+
+
+def _post(r: Any, post: Any) -> Any:
+    """What apply does to a kernel's result: ``np.asarray`` ("asarray"), a rounding ("astype", ...)."""
+    return np.asarray(r) if post == "asarray" else (r if post[2] is None else _post(r, post[2])).astype(post[1])
+
+
+def _check(check: tuple, vals: list) -> None:
+    _, s, kind, value, where = check
+    now = vals[s].item() if kind == "item" else int(vals[s].__index__())
+    if not _same(now, value):
+        raise _Miss(f"the value read by .{kind}() at {where}: {now!r} != {value!r}")
+
+
+def _alias(values: list) -> tuple:
+    """Which of the arrays (of the tensors) among ``values`` are one: the first index of each."""
+    arrays = [x.data if isinstance(x, Tensor) else x for x in values if isinstance(x, (Tensor, ndarray))]
+    first: dict[int, int] = {}
+    return tuple(first.setdefault(id(a), i) for i, a in enumerate(arrays))
+
+
+def _flatten_call(args: tuple, kwargs: dict) -> tuple[list, Any]:
+    """``flatten((args, kwargs))``; positional leaves only (the common call) without the walk."""
+    if not kwargs and not any(isinstance(x, (dict, list, tuple)) for x in args):
+        return list(args), len(args)
+    return flatten((args, kwargs))
+
+
+def _same_numpy_state(a: tuple, b: tuple) -> bool:
+    return all(np.array_equal(x, y) if isinstance(x, ndarray) else x == y for x, y in zip(a, b))
+
+
+def _rng_state(g: Any) -> bytes:
+    """A NumPy generator's state, comparable (MT19937's holds an array)."""
+    return pickle.dumps(g.bit_generator.state if isinstance(g, np.random.Generator) else g.get_state())
+
+
+def _state() -> tuple:
+    return (STATE.grad_enabled, _dtypes.get_default_dtype(), STATE.safe_zero)
+
+
+def _state_miss(now: tuple, was: tuple) -> str:
+    return next(f"{name}: {a} != {b}" for name, a, b in
+                zip(("grad mode", "default dtype", "safe-zero cotangents"), now, was) if a != b)
+
+
+_RARE_FEATURES = (("vmap_levels", "inside cr.vmap"), ("fw_levels", "inside forward mode (cr.jvp, dual_level)"),
+                  ("autocast", "under cr.autocast"), ("anomaly", "under detect_anomaly"),
+                  ("hooks", "under saved_tensors_hooks"), ("observers", "while a profiler or tracer watches"))
+
+
+class Compiled:
+    """A step compiled by ``cr.compile``: call it as the function it wraps."""
+
+    def __init__(self, fn: Callable, max_captures: int, on_miss: str) -> None:
+        if on_miss not in ("recapture", "error"):
+            raise ValueError(f"cr.compile: on_miss must be 'recapture' or 'error', got {on_miss!r}")
+        if not isinstance(max_captures, int) or max_captures < 1:
+            raise ValueError(f"cr.compile: max_captures must be a positive int, got {max_captures!r}")
+        self.fn, self.max_captures, self.on_miss = fn, max_captures, on_miss
+        self.captures: list[_Capture] = []
+        self.last_miss: str | None = None
+        self.eager_reason: str | None = None
+        self._counts = [0, 0, 0, 0]
+        self._warned: set = set()
+        functools.update_wrapper(self, fn)
+
+    def __get__(self, obj: Any, objtype: Any = None) -> Any:
+        """A compiled method: bound to its instance (an argument, guarded by identity)."""
+        return self if obj is None else types.MethodType(self, obj)
+
+    def cache_info(self) -> CacheInfo:
+        """``(captures, replays, eager_runs, misses)`` so far."""
+        return CacheInfo(*self._counts)
+
+    def _warn(self, key: str, message: str) -> None:
+        if key not in self._warned:
+            self._warned.add(key)
+            warnings.warn(f"cr.compile({getattr(self.fn, '__name__', 'step')}): {message}", UserWarning,
+                          stacklevel=3)
+
+    def _eager(self, args: tuple, kwargs: dict) -> Any:
+        self._counts[2] += 1
+        return self.fn(*args, **kwargs)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        d = STATE.__dict__
+        if d["rare"]:
+            if d["recorder"] is not None:            # inside another capture: its ops are recorded there
+                return self.fn(*args, **kwargs)
+            for field, words in _RARE_FEATURES:
+                if d[field]:
+                    self._warn(field, f"called {words}: it runs eagerly")
+                    break
+            return self._eager(args, kwargs)
+        if self.eager_reason is not None:
+            return self._eager(args, kwargs)
+        leaves, tree = _flatten_call(args, kwargs)
+        state = _state()
+        miss = None                              # the newest capture's failing guard
+        for cap in reversed(self.captures):
+            failed, exts = cap.guard(leaves, tree, state)
+            if failed is None:
+                try:
+                    out = cap.replay(leaves, exts)
+                except _Miss as e:
+                    failed = str(e)
+                except Exception:                # a kernel refused these values: eager raises its error
+                    return self._eager(args, kwargs)
+            if failed is not None:
+                miss = miss or failed
+                continue
+            self._counts[1] += 1
+            return out
+        if self.captures:
+            self._counts[3] += 1
+            self.last_miss = miss
+            if self.on_miss == "error":
+                raise CompileError(f"cr.compile({getattr(self.fn, '__name__', 'step')}): no capture matches "
+                                   f"this call: {miss}")
+            if len(self.captures) >= self.max_captures:
+                self._warn("max", f"{self.max_captures} captures made and the guards still miss ({miss}); "
+                                  f"later misses run eagerly")
+                return self._eager(args, kwargs)
+        return self._capture(args, kwargs, leaves, tree, state)
+
+    def _capture(self, args: tuple, kwargs: dict, leaves: list, tree: Any, state: tuple) -> Any:
+        scan = _Scan()
+        for i, x in enumerate(leaves):
+            if not isinstance(x, (Tensor, ndarray) + _SCALARS):
+                scan.add_root(lambda i=i, x=x: x, f"argument {i}")
+        scan._function(self.fn, 0)
+        rec = _Recorder(leaves, scan)
+        rng = np.random.get_state(), random.getstate()
+        gens = [(name, _rng_state(g), g) for g, name in scan.generators]
+        with state_scope(recorder=rec):
+            out = self.fn(*args, **kwargs)
+        self._counts[0] += 1
+        try:
+            if rec.refused is not None:
+                raise _Refused(rec.refused)
+            if random.getstate() != rng[1] or not _same_numpy_state(np.random.get_state(), rng[0]):
+                raise _Refused("it draws from NumPy's or Python's global random generator; pass the "
+                               "random values as arguments")
+            for name, before, g in gens:
+                if _rng_state(g) != before:
+                    raise _Refused(f"it draws from the NumPy generator {name}; pass the random values as "
+                                   f"arguments")
+            rec.finish(out)
+            cap = _Capture(rec, leaves, tree, out, state)
+        except _Refused as e:
+            self.eager_reason = str(e)
+            self._warn("refused", f"the step cannot be replayed: {e}; it runs eagerly")
+            return out
+        self.captures.append(cap)
+        return out
+
+
+def compile(fn: Callable | None = None, *, max_captures: int = 8, on_miss: str = "recapture") -> Any:
+    """Capture a step once and replay its NumPy kernels on later calls whose guards match.
+
+    The first call runs ``fn`` eagerly, recording the kernels chainrule runs (forward and backward);
+    a later call whose guards match replays them, bitwise as eager execution would compute. What v1
+    cannot replay runs eagerly, with one warning (docs/compile.md). Also ``@cr.compile(max_captures=2)``.
+
+    >>> import chainrule as cr
+    >>> from chainrule.func.compile import compile
+    >>> w = cr.tensor([1.0, 2.0])
+    >>> step = compile(lambda x: cr.value_and_grad(lambda w: (cr.tanh(w * x) * x).sum())(w))
+    >>> a = step(cr.tensor([0.5, 0.25])); b = step(cr.tensor([0.5, 0.25]))
+    >>> bool((a[1] == b[1]).all()), step.cache_info()
+    (True, CacheInfo(captures=1, replays=1, eager_runs=0, misses=0))
+    """
+    if fn is None:
+        return lambda f: Compiled(f, max_captures, on_miss)
+    if not callable(fn):
+        raise TypeError(f"cr.compile: expected a function, got {type(fn).__name__}")
+    return Compiled(fn, max_captures, on_miss)
