@@ -40,7 +40,8 @@ NOT_METHODS = {"partition": "in place in NumPy", "put": "in place in NumPy", "re
                "compress": "np.compress(condition, a): the method's first argument is not the array"}
 # primitives that serve a public function of another name
 INTERNAL_PRIMITIVES = {"logdet": "cr.linalg.slogdet", "eigvalsh_vjp": "eigvalsh's VJP (second order)",
-                       "svdvals_vjp": "svdvals' VJP (second order)"}
+                       "svdvals_vjp": "svdvals' VJP (second order)", "lstm_scan": "cr.nn.LSTM",
+                       "gru_scan": "cr.nn.GRU", "rnn_scan": "cr.nn.RNN"}
 
 
 def public_api() -> list[str]:

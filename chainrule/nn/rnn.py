@@ -3,8 +3,11 @@
 Names, arguments, defaults, gate order (LSTM i, f, g, o; GRU r, z, n with the reset gate applied after
 the hidden matmul), parameter names (``weight_ih_l0``, ``bias_hh_l1_reverse``, ``weight_hr_l0``) and
 initialisation (every parameter from U(-1/sqrt(hidden_size), 1/sqrt(hidden_size))) follow PyTorch.
-Built from chainrule ops (a Python loop over time steps), so every layer is differentiable to any order
-in both modes. The input projection of a whole sequence is one matmul; only the hidden one is per step.
+Built from chainrule ops, so every layer is differentiable to any order in both modes. A layer works in
+the packed layout (``cr.nn.utils.rnn.PackedSequence``; a full batch is packed trivially, one reshape):
+the input projection of all steps is one matmul, then each layer and direction runs its recurrence as
+one fused primitive (``lstm_scan``, ``gru_scan``, ``rnn_scan`` in ops/nn.py: its backward
+returns every step's cotangent as one array). The cells are the same step, as a graph of ops.
 """
 from __future__ import annotations
 
@@ -22,7 +25,9 @@ from chainrule.nn import init
 from chainrule.nn.functional.basic import dropout as _dropout
 from chainrule.nn.functional.basic import linear
 from chainrule.nn.module import Module, Parameter
+from chainrule.nn.utils.rnn import PackedSequence
 from chainrule.numpy import raw
+from chainrule.ops.nn import gru_scan, lstm_scan, rnn_scan
 
 __all__ = ["GRU", "GRUCell", "LSTM", "LSTMCell", "RNN", "RNNCell"]
 
@@ -267,17 +272,17 @@ class _RNNBase(Module):
         names = self._flat_weights_names
         return [[getattr(self, n) for n in names[i:i + per]] for i in range(0, len(names), per)]
 
-    def _states(self, x: Any, hx: Any, unbatched: bool, in_shape: tuple) -> list:
-        """The initial states per layer and direction, batched: a list of ``(h, c)`` (c None but for LSTM)."""
+    def _states(self, n: int, like: Any, hx: Any, unbatched: bool, in_shape: tuple, order: Any) -> list:
+        """The initial states per layer and direction, batched: a list of ``(h, c)`` (c None but for
+        LSTM); ``order``: a packed batch's sorted_indices (hx is given in the caller's order)."""
         who = type(self).__name__
         total = self.num_layers * (2 if self.bidirectional else 1)
-        n = _shape(x)[1]
         out = self.proj_size or self.hidden_size
         want_h = (total, out) if unbatched else (total, n, out)
         want_c = (total, self.hidden_size) if unbatched else (total, n, self.hidden_size)
         if hx is None:
-            h0 = _zeros((total, n, out), x)
-            c0 = _zeros((total, n, self.hidden_size), x) if self.mode == "LSTM" else None
+            h0 = _zeros((total, n, out), like)
+            c0 = _zeros((total, n, self.hidden_size), like) if self.mode == "LSTM" else None
         else:
             if self.mode == "LSTM":
                 if not isinstance(hx, (tuple, list)) or len(hx) != 2:
@@ -295,10 +300,22 @@ class _RNNBase(Module):
             if unbatched:
                 h0 = h0[:, None]
                 c0 = None if c0 is None else c0[:, None]
+            elif order is not None:
+                h0 = h0[:, order]
+                c0 = None if c0 is None else c0[:, order]
         return [(h0[k], None if c0 is None else c0[k]) for k in range(total)]
 
-    def forward(self, input: Any, hx: Any = None) -> tuple:
-        who, shape = type(self).__name__, _shape(input)
+    def _input(self, input: Any) -> tuple:
+        """``(rows, batch_sizes, shape, unbatched)``: the input in the packed layout (time-major rows)."""
+        who = type(self).__name__
+        if isinstance(input, PackedSequence):
+            shape = _shape(input.data)
+            if len(shape) != 2 or shape[-1] != self.input_size:
+                raise ShapeError(f"{who}: a PackedSequence's data must have shape (sum of lengths, input_size="
+                                 f"{self.input_size}), got {shape}; pack inputs of shape (L, N, input_size)")
+            sizes = tuple(int(b) for b in np.asarray(raw(input.batch_sizes)).tolist())
+            return input.data, sizes, shape, False
+        shape = _shape(input)
         layout = "(N, L, input_size)" if self.batch_first else "(L, N, input_size)"
         if len(shape) not in (2, 3) or shape[-1] != self.input_size:
             raise ShapeError(f"{who}: expected input of shape {layout} or (L, input_size) unbatched, with "
@@ -309,24 +326,44 @@ class _RNNBase(Module):
                              f"must be at least 1")
         unbatched = len(shape) == 2
         x = input[:, None] if unbatched else (ops.swapaxes(input, 0, 1) if self.batch_first else input)
-        states = self._states(x, hx, unbatched, shape)
+        steps, n = _shape(x)[:2]
+        return ops.reshape(x, (steps * n, self.input_size)), (n,) * steps, shape, unbatched
+
+    def _layer(self, x: Any, sfx: str, state: tuple, batch_sizes: tuple, reverse: bool) -> tuple:
+        """One layer and direction over the packed rows ``x``: ``(output rows, h_n, c_n)``."""
+        w_ih, w_hh = getattr(self, "weight_ih" + sfx), getattr(self, "weight_hh" + sfx)
+        b_ih = getattr(self, "bias_ih" + sfx) if self.bias else None
+        b_hh = getattr(self, "bias_hh" + sfx) if self.bias else None
+        w_hr = getattr(self, "weight_hr" + sfx) if self.proj_size else None
+        h, c = state
+        if self.mode == "GRU":              # b_hh apart: the reset gate multiplies W_hn h + b_hn
+            gi = linear(x, w_ih, b_ih)
+            out = gru_scan(gi, w_hh, _zeros((_shape(w_hh)[0],), gi) if b_hh is None else b_hh, h, batch_sizes,
+                           reverse)
+            rows, n = _shape(gi)[0], self.hidden_size
+            return out[:rows, :n], out[rows:, :n], None
+        gi = linear(x, w_ih, None if b_ih is None else b_ih + b_hh)    # both biases, before the recurrence
+        rows = _shape(gi)[0]
+        if self.mode == "LSTM":
+            out = lstm_scan(gi, w_hh, h, c, w_hr, batch_sizes, reverse)
+            p = _shape(h)[-1]
+            return out[:rows, :p], out[rows:, :p], out[rows:, p:p + self.hidden_size]
+        out = rnn_scan(gi, w_hh, h, batch_sizes, reverse, "tanh" if self.mode == "RNN_TANH" else "relu")
+        return out[:rows], out[rows:], None
+
+    def forward(self, input: Any, hx: Any = None) -> tuple:
+        packed = isinstance(input, PackedSequence)
+        x, batch_sizes, shape, unbatched = self._input(input)
+        order = input.sorted_indices if packed else None
+        states = self._states(batch_sizes[0], x, hx, unbatched, shape, None if order is None else raw(order))
         directions = 2 if self.bidirectional else 1
         h_n, c_n = [], []
         for layer in range(self.num_layers):
             outs = []
             for d in range(directions):
-                sfx = f"_l{layer}" + ("_reverse" if d else "")
-                w_ih, w_hh = getattr(self, "weight_ih" + sfx), getattr(self, "weight_hh" + sfx)
-                b_ih = getattr(self, "bias_ih" + sfx) if self.bias else None
-                b_hh = getattr(self, "bias_hh" + sfx) if self.bias else None
-                w_hr = getattr(self, "weight_hr" + sfx) if self.proj_size else None
-                steps = ops.unstack(linear(x, w_ih, b_ih), axis=0)
-                h, c = states[layer * directions + d]
-                seq = []
-                for gi in (reversed(steps) if d else steps):
-                    h, c = _step(self.mode, gi, h, c, w_hh, b_hh, w_hr)
-                    seq.append(h)
-                outs.append(ops.stack(seq[::-1] if d else seq, axis=0))
+                out, h, c = self._layer(x, f"_l{layer}" + ("_reverse" if d else ""),
+                                        states[layer * directions + d], batch_sizes, bool(d))
+                outs.append(out)
                 h_n.append(h)
                 c_n.append(c)
             x = outs[0] if directions == 1 else ops.concatenate(outs, axis=-1)
@@ -334,10 +371,17 @@ class _RNNBase(Module):
                 x = _dropout(x, self.dropout, self.training, self.generator)
         h_n = ops.stack(h_n, axis=0)
         c_n = ops.stack(c_n, axis=0) if self.mode == "LSTM" else None
-        if unbatched:
-            x, h_n, c_n = x[:, 0], h_n[:, 0], None if c_n is None else c_n[:, 0]
-        elif self.batch_first:
-            x = ops.swapaxes(x, 0, 1)
+        if packed:
+            x = PackedSequence(x, input.batch_sizes, input.sorted_indices, input.unsorted_indices)
+            if input.unsorted_indices is not None:
+                back = raw(input.unsorted_indices)
+                h_n, c_n = h_n[:, back], None if c_n is None else c_n[:, back]
+        else:
+            x = ops.reshape(x, (len(batch_sizes), batch_sizes[0], _shape(x)[-1]))
+            if unbatched:
+                x, h_n, c_n = x[:, 0], h_n[:, 0], None if c_n is None else c_n[:, 0]
+            elif self.batch_first:
+                x = ops.swapaxes(x, 0, 1)
         return (x, (h_n, c_n)) if self.mode == "LSTM" else (x, h_n)
 
     def extra_repr(self) -> str:
@@ -356,7 +400,8 @@ class RNN(_RNNBase):
     """A stack of Elman layers (tanh or relu) over a sequence; returns ``(output, h_n)`` as PyTorch.
 
     Input (L, N, input_size), (N, L, input_size) with ``batch_first``, or (L, input_size) unbatched;
-    ``h_0`` of shape (D * num_layers, N, hidden_size), zeros if omitted (D = 2 if bidirectional).
+    ``h_0`` of shape (D * num_layers, N, hidden_size), zeros if omitted (D = 2 if bidirectional). A
+    ``PackedSequence`` input (all three layers) gives a PackedSequence output and each sequence's own h_n.
 
     >>> import chainrule as cr
     >>> from chainrule.nn.rnn import RNN

@@ -6,6 +6,7 @@ from typing import Any, Callable
 import numpy as np
 
 import chainrule as cr
+from chainrule.ops.nn import gru_scan, lstm_scan, rnn_scan
 from tests.op_specs.spec import OpSpec, _t, _tl
 
 BCAST = ((3, 1), (1, 4))
@@ -25,6 +26,54 @@ def _binary(name: str, domain: tuple = (-2.0, 2.0), torch_name: str | None = Non
     fn = getattr(cr, name)
     tn = torch_name if torch_name is not None else name
     return OpSpec(name, fn, shapes=BCAST, domain=domain, torch_fn=_t(tn) if tn else None, **kw)
+
+
+def _torch_lstm_scan(t: Any, gi: Any, w_hh: Any, h0: Any, c0: Any, w_hr: Any = None, *, batch_sizes: tuple,
+                     reverse: bool = False) -> Any:
+    """lstm_scan's packed recurrence, step by step in torch ops: rows [h | c | i f g o], then the final states."""
+    starts = np.concatenate([[0], np.cumsum(batch_sizes)[:-1]]).tolist()
+    order = range(len(batch_sizes) - 1, -1, -1) if reverse else range(len(batch_sizes))
+    h, c, rows = h0, c0, {}
+    for k in order:
+        s, b = starts[k], batch_sizes[k]
+        i, f, g, o = (gi[s:s + b] + h[:b] @ w_hh.T).chunk(4, 1)
+        i, f, g, o = i.sigmoid(), f.sigmoid(), g.tanh(), o.sigmoid()
+        c_new = f * c[:b] + i * g
+        h_new = o * c_new.tanh() if w_hr is None else (o * c_new.tanh()) @ w_hr.T
+        rows[k] = t.cat([h_new, c_new, i, f, g, o], 1)
+        h, c = t.cat([h_new, h[b:]]), t.cat([c_new, c[b:]])
+    final = t.cat([h, c, t.zeros(h.shape[0], gi.shape[1], dtype=h.dtype)], 1)
+    return t.cat([rows[k] for k in range(len(batch_sizes))] + [final])
+
+
+def _torch_gru_scan(t: Any, gi: Any, w_hh: Any, b_hh: Any, h0: Any, *, batch_sizes: tuple,
+                    reverse: bool = False) -> Any:
+    """gru_scan's packed recurrence in torch ops: rows [h | r z n | W_hn h + b_hn], then the final states."""
+    starts = np.concatenate([[0], np.cumsum(batch_sizes)[:-1]]).tolist()
+    order = range(len(batch_sizes) - 1, -1, -1) if reverse else range(len(batch_sizes))
+    h, rows = h0, {}
+    for k in order:
+        s, b = starts[k], batch_sizes[k]
+        gh = h[:b] @ w_hh.T + b_hh
+        r, z = (gi[s:s + b, :-h0.shape[1]] + gh[:, :-h0.shape[1]]).sigmoid().chunk(2, 1)
+        new = (gi[s:s + b, -h0.shape[1]:] + r * gh[:, -h0.shape[1]:]).tanh()
+        h_new = (1 - z) * new + z * h[:b]
+        rows[k] = t.cat([h_new, r, z, new, gh[:, -h0.shape[1]:]], 1)
+        h = t.cat([h_new, h[b:]])
+    final = t.cat([h, t.zeros(h.shape[0], 4 * h.shape[1], dtype=h.dtype)], 1)
+    return t.cat([rows[k] for k in range(len(batch_sizes))] + [final])
+
+
+def _torch_rnn_scan(t: Any, gi: Any, w_hh: Any, h0: Any, *, batch_sizes: tuple, reverse: bool = False) -> Any:
+    """rnn_scan's packed tanh recurrence in torch ops: each row's h, then h_n."""
+    starts = np.concatenate([[0], np.cumsum(batch_sizes)[:-1]]).tolist()
+    order = range(len(batch_sizes) - 1, -1, -1) if reverse else range(len(batch_sizes))
+    h, rows = h0, {}
+    for k in order:
+        s, b = starts[k], batch_sizes[k]
+        rows[k] = (gi[s:s + b] + h[:b] @ w_hh.T).tanh()
+        h = t.cat([rows[k], h[b:]])
+    return t.cat([rows[k] for k in range(len(batch_sizes))] + [h])
 
 
 OP_SPECS: list[OpSpec] = [
@@ -161,6 +210,22 @@ OP_SPECS: list[OpSpec] = [
            torch_fn=_tl(lambda t, x: t.nn.functional.cross_entropy(x, t.tensor([2, 0, 3]), reduction="sum"))),
     OpSpec("log_softmax", lambda x: cr.log_softmax(x, axis=0),
            torch_fn=_tl(lambda t, x: t.log_softmax(x, dim=0))),
+    # the fused LSTM recurrence over a packed batch (lengths 3, 2, 1): rows [h | c | gates], final states
+    OpSpec("lstm_scan", lambda *xs: lstm_scan(*xs, batch_sizes=(3, 2, 1)), shapes=((6, 8), (8, 2), (3, 2), (3, 2)),
+           torch_fn=_tl(lambda t, *xs: _torch_lstm_scan(t, *xs, batch_sizes=(3, 2, 1)))),
+    OpSpec("lstm_scan", lambda *xs: lstm_scan(*xs, batch_sizes=(2, 2, 1), reverse=True), id="lstm_scan-reverse-proj",
+           shapes=((5, 8), (8, 1), (2, 1), (2, 2), (1, 2)),
+           torch_fn=_tl(lambda t, *xs: _torch_lstm_scan(t, *xs, batch_sizes=(2, 2, 1), reverse=True))),
+    OpSpec("gru_scan", lambda *xs: gru_scan(*xs, batch_sizes=(3, 2, 1)), shapes=((6, 6), (6, 2), (6,), (3, 2)),
+           torch_fn=_tl(lambda t, *xs: _torch_gru_scan(t, *xs, batch_sizes=(3, 2, 1)))),
+    OpSpec("gru_scan", lambda *xs: gru_scan(*xs, batch_sizes=(2, 1), reverse=True), id="gru_scan-reverse",
+           shapes=((3, 6), (6, 2), (6,), (2, 2)),
+           torch_fn=_tl(lambda t, *xs: _torch_gru_scan(t, *xs, batch_sizes=(2, 1), reverse=True))),
+    OpSpec("rnn_scan", lambda *xs: rnn_scan(*xs, batch_sizes=(3, 2, 1)), shapes=((6, 2), (2, 2), (3, 2)),
+           torch_fn=_tl(lambda t, *xs: _torch_rnn_scan(t, *xs, batch_sizes=(3, 2, 1)))),
+    OpSpec("rnn_scan", lambda *xs: rnn_scan(*xs, batch_sizes=(2, 2, 1), reverse=True), id="rnn_scan-reverse",
+           shapes=((5, 2), (2, 2), (2, 2)),
+           torch_fn=_tl(lambda t, *xs: _torch_rnn_scan(t, *xs, batch_sizes=(2, 2, 1), reverse=True))),
 ]
 
 # Non-differentiable primitives: their results never require grad.
