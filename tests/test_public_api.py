@@ -41,7 +41,10 @@ NOT_METHODS = {"partition": "in place in NumPy", "put": "in place in NumPy", "re
 # primitives that serve a public function of another name
 INTERNAL_PRIMITIVES = {"logdet": "cr.linalg.slogdet", "eigvalsh_vjp": "eigvalsh's VJP (second order)",
                        "svdvals_vjp": "svdvals' VJP (second order)", "lstm_scan": "cr.nn.LSTM",
-                       "gru_scan": "cr.nn.GRU", "rnn_scan": "cr.nn.RNN"}
+                       "gru_scan": "cr.nn.GRU", "rnn_scan": "cr.nn.RNN",
+                       "conv": "cr.nn.functional.conv1d/2d/3d",
+                       "conv_transpose": "cr.nn.functional.conv_transpose1d/2d/3d; conv's VJP in its input",
+                       "conv_weight": "conv's VJP in its weight"}
 
 
 def public_api() -> list[str]:
@@ -110,9 +113,11 @@ def test_every_primitive_reaches_a_public_function():
     assert unreached == []
 
 
-NN_FAMILIES = [cr.nn.activation, cr.nn.containers, cr.nn.loss, cr.nn.normalization, cr.nn.rnn, cr.nn.transformer]
+NN_FAMILIES = [cr.nn.activation, cr.nn.containers, cr.nn.conv, cr.nn.loss, cr.nn.normalization, cr.nn.pooling,
+               cr.nn.resampling, cr.nn.rnn, cr.nn.transformer]
 F_FAMILIES = [cr.nn.functional.basic, cr.nn.functional.activation, cr.nn.functional.loss,
-              cr.nn.functional.normalization, cr.nn.functional.attention]
+              cr.nn.functional.normalization, cr.nn.functional.attention, cr.nn.functional.conv,
+              cr.nn.functional.padding, cr.nn.functional.pooling, cr.nn.functional.resampling]
 # the modules whose public functions and classes are all published: by their own __all__ or their area's
 PUBLISHING = {**{chapter: chapter for chapter in CHAPTERS}, nn_layers: cr.nn, nn_module: cr.nn,
               transforms: cr, stats: cr.stats, N.linalg_more: cr.linalg, special_ops: cr.special,

@@ -9,6 +9,7 @@ from chainrule.nn import (
     normalization,
     parallel,
     pooling,
+    resampling,
     rnn,
     transformer,
     utils,
@@ -33,12 +34,13 @@ from chainrule.nn.loss import *  # noqa: F403
 from chainrule.nn.module import IncompatibleKeys, Module, Parameter, RemovableHandle
 from chainrule.nn.normalization import *  # noqa: F403
 from chainrule.nn.pooling import *  # noqa: F403
+from chainrule.nn.resampling import *  # noqa: F403
 from chainrule.nn.rnn import *  # noqa: F403
 from chainrule.nn.transformer import *  # noqa: F403
 
 __all__ = ["Dropout", "Embedding", "Flatten", "GELU", "IncompatibleKeys",
            "LayerNorm", "Linear", "Module", "Parameter", "ReLU", "RemovableHandle",
            "Sequential", "Sigmoid", "Tanh", "functional", "init", "parallel", "utils"]
-for _family in (activation, containers, conv, loss, normalization, pooling, rnn, transformer):
+for _family in (activation, containers, conv, loss, normalization, pooling, resampling, rnn, transformer):
     __all__ += _family.__all__
 __all__ += ["MultiheadAttention"]

@@ -111,15 +111,13 @@ OPS = {
                 lambda m, x: torch.softmax(x @ m.T, -1)),
     "sdpa": (lambda m, x: cr.nn.functional.scaled_dot_product_attention(x, x, x),
              lambda m, x: torch.nn.functional.scaled_dot_product_attention(x, x, x)),
-    "conv2d": (lambda m, x: cr.nn.functional.conv2d(x[None], m[None, None]),
-               lambda m, x: torch.nn.functional.conv2d(x[None], m[None, None])),
+    "conv2d": (lambda m, x: cr.nn.functional.conv2d(x[:, None], m[None, None, :2, :3]),
+               lambda m, x: torch.nn.functional.conv2d(x[:, None], m[None, None, :2, :3])),
     "lstm": (lambda m, x: _lstm(cr.nn.LSTM(4, 4, batch_first=True), m, x)[0],
              lambda m, x: _lstm(torch.nn.LSTM(4, 4, batch_first=True), m, x)[0]),
 }
 OP_KNOWN = {"softmax": "chainrule runs softmax in float32 under autocast (CUDA's list); torch's CPU "
-                       "autocast leaves it in its input's dtype",
-            "conv2d": "chainrule's conv primitive has no 'low' autocast policy; torch's CPU autocast runs "
-                      "conv in the low dtype"}
+                       "autocast leaves it in its input's dtype"}
 
 
 def _lstm(layer, m, x):
