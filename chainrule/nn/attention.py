@@ -3,7 +3,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from chainrule import numpy as ops
 from chainrule.core._backend import np
 from chainrule.core._dtypes import get_default_dtype
 from chainrule.nn import init
@@ -105,20 +104,15 @@ class MultiheadAttention(Module):
     def forward(self, query: Any, key: Any, value: Any, key_padding_mask: Any = None, need_weights: bool = True,
                 attn_mask: Any = None, average_attn_weights: bool = True, is_causal: bool = False) -> tuple:
         """``(output, weights)`` of attending from ``query`` to ``key``/``value`` (see the class)."""
-        batched = np.ndim(ops.raw(query)) == 3
-        if self.batch_first and batched:
-            query, key, value = (ops.swapaxes(t, 0, 1) for t in (query, key, value))
-        out, weights = multi_head_attention_forward(
+        return multi_head_attention_forward(
             query, key, value, self.embed_dim, self.num_heads, self.in_proj_weight, self.in_proj_bias,
             self.bias_k, self.bias_v, self.add_zero_attn, self.dropout, self.out_proj.weight,
             self.out_proj.bias, training=self.training, key_padding_mask=key_padding_mask,
             need_weights=need_weights, attn_mask=attn_mask,
             use_separate_proj_weight=not self._qkv_same_embed_dim, q_proj_weight=self.q_proj_weight,
             k_proj_weight=self.k_proj_weight, v_proj_weight=self.v_proj_weight,
-            average_attn_weights=average_attn_weights, is_causal=is_causal, generator=self.generator)
-        if self.batch_first and batched:
-            out = ops.swapaxes(out, 0, 1)
-        return out, weights
+            average_attn_weights=average_attn_weights, is_causal=is_causal, generator=self.generator,
+            batch_first=self.batch_first)
 
     def extra_repr(self) -> str:
         return (f"embed_dim={self.embed_dim}, num_heads={self.num_heads}, dropout={self.dropout}, "

@@ -9,6 +9,7 @@ import chainrule as cr
 from chainrule.errors import ShapeError
 from chainrule.nn.attention import MultiheadAttention
 from chainrule.nn.functional.attention import multi_head_attention_forward, scaled_dot_product_attention
+from chainrule.utils.viz import nodes
 
 RTOL, ATOL = 1e-10, 1e-12
 # torch's own notes on mixing mask kinds and on its nested-tensor fast path (these tests mix on purpose)
@@ -217,6 +218,12 @@ MHA_CASES = {
     "causal": (dict(batch_first=True), (4, 2), None, dict(is_causal=True), "causal"),
     "causal_no_weights": (dict(), (4, 2), None, dict(is_causal=True, need_weights=False), "causal"),
     "causal_kpm": (dict(), (4, 2), None, dict(is_causal=True, need_weights=False), "causal_kpm"),
+    # batch-first inputs go through the layer untransposed: every layout-dependent path once more
+    "kvdim_bf": (dict(kdim=3, vdim=5, batch_first=True), (4, 2), 6, dict(), None),
+    "no_bias_bf": (dict(bias=False, batch_first=True), (3, 2), 4, dict(), None),
+    "kpm_and_mask_bf": (dict(add_bias_kv=True, add_zero_attn=True, batch_first=True), (4, 2), 5, dict(), "both"),
+    "attn_3d_bf": (dict(batch_first=True), (4, 2), 5, dict(average_attn_weights=False), "attn_3d"),
+    "kpm_float_bf": (dict(batch_first=True), (4, 3), 5, dict(), "kpm_float"),
 }
 
 
@@ -275,6 +282,74 @@ def test_mha_matches_torch(rng, case, mode):
         return _mha(kw)(m, q, k, v, *(torch.tensor(a) for a in ms))
     _check_against_torch(torch, ours, theirs, [q, k, v], lambda m, *xs: call_ours(m, *xs, *masks),
                          lambda m, *xs: call_theirs(m, *xs, *masks), rng)
+
+
+def test_mha_function_static_kv_matches_torch(rng):
+    torch = pytest.importorskip("torch")
+    E, H, L, S, N = 6, 2, 3, 4, 2
+    x = rng.normal(size=(L, N, E))
+    sk, sv = rng.normal(size=(N * H, S, E // H)), rng.normal(size=(N * H, S, E // H))
+    w, b, ow, ob = (rng.normal(size=s) for s in ((3 * E, E), (3 * E,), (E, E), (E,)))
+    ours = [cr.tensor(a, requires_grad=True) for a in (x, sk, sv, w, b, ow, ob)]
+    theirs = [torch.tensor(a, requires_grad=True) for a in (x, sk, sv, w, b, ow, ob)]
+
+    def run(f, x, sk, sv, w, b, ow, ob):
+        return f(x, x, x, E, H, w, b, None, None, False, 0.0, ow, ob, static_k=sk, static_v=sv)
+    co, cw = run(multi_head_attention_forward, *ours)
+    to, tw = run(torch.nn.functional.multi_head_attention_forward, *theirs)
+    _close(co, to, "output")
+    _close(cw, tw, "weights")
+    g = rng.normal(size=co.shape)
+    (co * g).sum().backward()
+    (to * torch.tensor(g)).sum().backward()
+    for i, (a, t) in enumerate(zip(ours, theirs)):
+        if t.grad is None:
+            assert a.grad is None or not np.any(a.grad.data), f"input {i}"
+        else:
+            _close(a.grad, t.grad, f"grad {i}")
+    with pytest.raises(ShapeError, match=r"static_k must be \(N \* num_heads, S, head_dim\) = \(4, S, 3\)"):
+        run(multi_head_attention_forward, *ours[:1], cr.ones((2, S, 3)), *ours[2:])
+
+
+@pytest.mark.parametrize("kind", ["self", "cross_masks"])
+def test_mha_function_batch_first_is_the_transposed_call(rng, kind):
+    """``batch_first=True`` (chainrule's keyword) is the seq-first call on transposed inputs, in values
+    and gradients; the layer relies on it."""
+    E, H, L, S, N = 6, 3, 4, 5, 2
+    w, b, ow, ob = (t64(rng, *s) for s in ((3 * E, E), (3 * E,), (E, E), (E,)))
+    q = rng.normal(size=(N, L, E))
+    kv = q if kind == "self" else rng.normal(size=(N, S, E))
+    S = kv.shape[1]
+    masks = {} if kind == "self" else dict(attn_mask=rng.normal(size=(N * H, L, S)),
+                                           key_padding_mask=np.array([[False] * (S - 1) + [True]] * N))
+    results = []
+    for batch_first in (True, False):
+        w.grad = b.grad = ow.grad = ob.grad = None
+        qt, kvt = (cr.tensor(a if batch_first else a.swapaxes(0, 1), requires_grad=True) for a in (q, kv))
+        out, wts = multi_head_attention_forward(qt, kvt, kvt, E, H, w, b, None, None, False, 0.0, ow, ob,
+                                                batch_first=batch_first, **masks)
+        out = out if batch_first else cr.swapaxes(out, 0, 1)
+        (out * out).sum().backward()
+        grads = [qt.grad.data, kvt.grad.data]
+        grads = grads if batch_first else [gr.swapaxes(0, 1) for gr in grads]
+        results.append([out.data, wts.data, *grads, *(p.grad.data.copy() for p in (w, b, ow, ob))])
+    for a, c in zip(*results):
+        np.testing.assert_allclose(a, c, rtol=1e-12, atol=1e-11)    # (key-bias grads: 0 up to rounding)
+
+
+def test_mha_projections_run_as_2d_products():
+    """Speed guard: every projection is one 2-D product (NumPy's 3-D matmul is one product per leading
+    index, up to 5x slower) and a batch-first input is never transposed before it."""
+    for batch_first in (True, False):
+        m = MultiheadAttention(8, 2, batch_first=batch_first, generator=np.random.default_rng(0))
+        x = cr.tensor(np.ones((3, 5, 8)), requires_grad=True)
+        out = m(x, x, x, need_weights=False)[0]
+        graph = nodes(out)
+        names = [(getattr(n, "prim", None) and n.prim.name, n.metas[0][0]) for n in graph]
+        linears = [shape for name, shape in names if name == "linear"]
+        assert len(linears) == 4 and all(len(shape) == 2 for shape in linears)
+        if batch_first:
+            assert not [shape for name, shape in names if name == "transpose" and len(shape) == 3]
 
 
 def test_mha_weights_mask_semantics():
