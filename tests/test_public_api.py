@@ -44,7 +44,8 @@ INTERNAL_PRIMITIVES = {"logdet": "cr.linalg.slogdet", "eigvalsh_vjp": "eigvalsh'
                        "gru_scan": "cr.nn.GRU", "rnn_scan": "cr.nn.RNN",
                        "conv": "cr.nn.functional.conv1d/2d/3d",
                        "conv_transpose": "cr.nn.functional.conv_transpose1d/2d/3d; conv's VJP in its input",
-                       "conv_weight": "conv's VJP in its weight"}
+                       "conv_weight": "conv's VJP in its weight",
+                       "batch_norm_train": "cr.nn.functional.batch_norm (training mode), cr.nn.BatchNorm1d/2d/3d"}
 
 
 def public_api() -> list[str]:

@@ -316,6 +316,119 @@ def test_float16_input_is_normalised_in_float32():
     assert rms_norm(x16, 3).dtype == np.float16 and np.isfinite(rms_norm(x16, 3).data).all()
 
 
+# ----- training mode is one fused node (ops/normalization.py's batch_norm_train) -----
+def _nodes(t):
+    seen, todo = set(), [t.grad_fn]
+    while todo:
+        node = todo.pop()
+        if node is not None and id(node) not in seen:
+            seen.add(id(node))
+            todo.extend(e[0] for e in node.edges if e is not None)
+    return len(seen)
+
+
+def test_training_batch_norm_is_one_node(rng):
+    x = t64(rng, 4, 3, 2, 2)
+    out = BatchNorm2d(3, dtype=cr.float64)(x)
+    assert repr(out.grad_fn) == "<BatchNormTrainBackward>"
+    assert _nodes(out) == 4                        # the node and the accumulators of x, weight and bias
+    assert repr(batch_norm(x, None, None, training=True).grad_fn) == "<BatchNormTrainBackward>"
+
+
+@pytest.mark.parametrize("affine", [True, False])
+def test_batchnorm3d_and_second_derivatives_match_torch(rng, affine):
+    """5-d input; the input's and weight's gradients of a gradient (create_graph) against torch's."""
+    torch = pytest.importorskip("torch")
+    x = rng.normal(size=(2, 3, 2, 3, 2)) * 2 + 1
+    w, b = rng.normal(size=3), rng.normal(size=3)
+    cx, cw, cb = (cr.tensor(v, requires_grad=True) for v in (x, w, b))
+    tx, tw, tb = (torch.tensor(v, requires_grad=True) for v in (x, w, b))
+    out = batch_norm(cx, None, None, cw if affine else None, cb if affine else None, training=True)
+    ref = torch.nn.functional.batch_norm(tx, None, None, tw if affine else None, tb if affine else None, training=True)
+    np.testing.assert_allclose(out.data, ref.detach().numpy(), rtol=RTOL, atol=ATOL)
+    (gx,) = cr.autograd.grad((out ** 3).sum(), (cx,), create_graph=True)
+    (rx,) = torch.autograd.grad((ref ** 3).sum(), (tx,), create_graph=True)
+    np.testing.assert_allclose(gx.data, rx.detach().numpy(), rtol=RTOL, atol=ATOL)
+    wrt = (cx, cw) if affine else (cx,)
+    got = cr.autograd.grad((gx * gx).sum(), wrt)
+    want = torch.autograd.grad((rx * rx).sum(), (tx, tw) if affine else (tx,))
+    for a, e in zip(got, want):
+        np.testing.assert_allclose(a.data, e.numpy(), rtol=1e-9, atol=1e-11)
+
+
+def test_float32_with_a_large_mean_is_as_accurate_as_torch(rng):
+    """Statistics accumulated in float64 over the batch and the output from the centred input, as
+    PyTorch's CPU kernels: float32 with mean/std = 100 is as close to the float64 result as torch's
+    float32 (within a factor of 2, or 1e-6 of the largest value)."""
+    torch = pytest.importorskip("torch")
+    x = (rng.normal(size=(8, 4, 6, 6)) * 0.5 + 50).astype(np.float32)
+    g = rng.normal(size=x.shape).astype(np.float32)
+    w, b = rng.normal(size=4).astype(np.float32), rng.normal(size=4).astype(np.float32)
+    cx, cw, cb = (cr.tensor(v, requires_grad=True) for v in (x, w, b))
+    out = batch_norm(cx, None, None, cw, cb, training=True)
+    out.backward(cr.tensor(g))
+    assert out.dtype == cx.grad.dtype == cw.grad.dtype == np.float32
+
+    def torch_step(dtype):
+        ts = [torch.tensor(v, dtype=dtype, requires_grad=True) for v in (x, w, b)]
+        ref = torch.nn.functional.batch_norm(ts[0], None, None, ts[1], ts[2], training=True)
+        ref.backward(torch.tensor(g, dtype=dtype))
+        return [t.detach().numpy().astype(np.float64) for t in (ref, *(t.grad for t in ts))]
+    for ours, exact, theirs in zip((out, cx.grad, cw.grad, cb.grad), torch_step(torch.float64),
+                                   torch_step(torch.float32)):
+        scale = np.abs(exact).max()
+        assert np.abs(ours.data - exact).max() <= max(2 * np.abs(theirs - exact).max(), 1e-6 * scale)
+
+
+def test_the_output_may_change_in_place_and_the_input_changed_between_calls(rng):
+    """The node keeps the input, not the output (as PyTorch: BatchNorm then ReLU(inplace=True)); the
+    running update reads the statistics of the call it follows, never an earlier call's."""
+    x, w, b = t64(rng, 4, 3), t64(rng, 3), t64(rng, 3)
+    g = rng.normal(size=(4, 3))
+    batch_norm(x, None, None, w, b, training=True).backward(cr.tensor(g))
+    want = [t.grad.data.copy() for t in (x, w, b)]
+    for t in (x, w, b):
+        t.grad = None
+    out = batch_norm(x, None, None, w, b, training=True)
+    out += 1.0
+    out.backward(cr.tensor(g))
+    for t, e in zip((x, w, b), want):
+        np.testing.assert_allclose(t.grad.data, e, rtol=1e-13)
+    rm, rv = cr.zeros(3, dtype=cr.float64), cr.ones(3, dtype=cr.float64)
+    data = rng.normal(size=(5, 3))
+    arr = data.copy()
+    batch_norm(cr.tensor(arr), None, None, training=True)      # no running statistics: nothing read
+    arr += 10.0                                                 # the same array, changed in place
+    batch_norm(cr.tensor(arr), rm, rv, training=True, momentum=1.0)
+    np.testing.assert_allclose(rm.data, (data + 10).mean(0), rtol=1e-13)
+    np.testing.assert_allclose(rv.data, data.var(0, ddof=1), rtol=1e-12)
+
+
+def test_a_step_of_the_conv_block_matches_torch_in_float32(rng):
+    """The benchmark's block (Conv2d + BatchNorm2d + ReLU, small): output, every gradient, buffers."""
+    torch = pytest.importorskip("torch")
+    ours = cr.nn.Sequential(cr.nn.Conv2d(3, 4, 3, padding=1, generator=np.random.default_rng(1)),
+                            BatchNorm2d(4), cr.nn.ReLU()).train()
+    theirs = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3, padding=1), torch.nn.BatchNorm2d(4), torch.nn.ReLU())
+    theirs.load_state_dict({k: torch.tensor(np.array(v.data)) for k, v in ours.state_dict().items()})
+    x = rng.normal(size=(4, 3, 6, 6)).astype(np.float32)
+    out, ref = ours(cr.tensor(x)), theirs(torch.tensor(x))
+    cr.mean(out * out).backward()
+    torch.mean(ref * ref).backward()
+    np.testing.assert_allclose(out.data, ref.detach().numpy(), rtol=1e-5, atol=1e-6)
+    params = dict(theirs.named_parameters())
+    for name, p in ours.named_parameters():
+        np.testing.assert_allclose(p.grad.data, params[name].grad.numpy(), rtol=1e-4, atol=1e-6, err_msg=name)
+    for name, v in theirs.state_dict().items():
+        np.testing.assert_allclose(ours.state_dict()[name].data, v.numpy(), rtol=1e-5, atol=1e-7, err_msg=name)
+
+
+def test_batch_norm_train_refuses_mismatched_operands():
+    from chainrule.ops.normalization import batch_norm_train
+    with pytest.raises(cr.ShapeError, match=r"batch_norm_train: input \(2, 3\), weight \(2,\) and bias \(3,\)"):
+        batch_norm_train(cr.ones((2, 3)), cr.ones(2), cr.zeros(3), 1e-5)
+
+
 # ----- errors name the layer, the shapes and the fix -----
 def test_errors_name_the_layer_shapes_and_fix():
     with pytest.raises(cr.ShapeError, match=r"BatchNorm1d: expected 2D \(N, C\) or 3D .* 4D input of shape "

@@ -20,6 +20,7 @@ from chainrule.core.errors import DTypeError, ShapeError, VmapError
 from chainrule.core.tensor import Tensor
 from chainrule.distributed import collectives as dist
 from chainrule.numpy import raw
+from chainrule.ops.normalization import batch_norm_stats, batch_norm_train
 
 __all__ = ["batch_norm", "group_norm", "instance_norm", "layer_norm", "rms_norm"]
 
@@ -226,7 +227,7 @@ def _batch_norm(x: Any, running_mean: Any, running_var: Any, weight: Any, bias: 
             out = (x - mean) / ops.sqrt(var + eps)
         else:
             _verify_values_per_channel(count, shape, who, "channel")
-            out, mean, var = _normalize_with_stats(x, axes, eps)
+            return _batch_norm_train(x, running_mean, running_var, weight, bias, momentum, eps, low, count, who)
         if running_mean is not None:
             m = _check_momentum(momentum, who)
             _update_running(running_mean, _stat_value(mean, who), m, "running_mean", who)
@@ -239,6 +240,21 @@ def _batch_norm(x: Any, running_mean: Any, running_var: Any, weight: Any, bias: 
                              f"training=True to normalise with the batch's statistics")
         out = _normalize_with_running(x, running_mean, running_var, eps)
     return _round_back(_affine(out, weight, bias, len(shape)), low)
+
+
+def _batch_norm_train(x: Any, running_mean: Any, running_var: Any, weight: Any, bias: Any, momentum: Any,
+                      eps: float, low: Any, count: int, who: str) -> Any:
+    """Training mode on one process: one fused node (ops/normalization.py); the running statistics
+    are updated from the batch statistics its forward computed."""
+    if running_mean is not None and isinstance(x, Tensor) and x._level:
+        _stat_value(x, who)                        # the error: no in-place update inside cr.vmap
+    out = batch_norm_train(x, 1.0 if weight is None else weight, 0.0 if bias is None else bias, eps)
+    if running_mean is not None:
+        m = _check_momentum(momentum, who)
+        mean, var = batch_norm_stats(x, eps)
+        _update_running(running_mean, mean, m, "running_mean", who)
+        _update_running(running_var, var * (count / (count - 1)), m, "running_var", who)
+    return _round_back(out, low)
 
 
 def batch_norm(input: Any, running_mean: Any, running_var: Any, weight: Any = None, bias: Any = None,

@@ -1,0 +1,225 @@
+"""Training-mode batch normalisation as one primitive: ``batch_norm_train(x, w, b; eps)``.
+
+For ``x`` (N, C, *S) with M = N * prod(S) values per channel, mean ``mu`` and biased variance ``var``
+over them, ``invstd = 1 / sqrt(var + eps)`` and ``xhat = (x - mu) * invstd``::
+
+    y  = w * xhat + b                                           (w, b per channel, axis 1)
+    dx = w * invstd * (g - mean(g) - xhat * mean(g * xhat))     (the closed form: one node, not ~20)
+    dw = sum(g * xhat),   db = sum(g)
+
+A plain backward computes all three at once on ndarrays (the three rules share it: two reductions
+and four passes for dx, in one reused scratch array and the result); with ``create_graph`` (Tensors)
+the rules are compositions of chainrule ops, so they differentiate to any order. The JVP is the
+linearisation ``w * invstd * (t - mean(t) - xhat * mean(t * xhat)) + t_w * xhat + t_b``.
+
+The backward recomputes the statistics from the saved input (two passes, one of which it needs
+anyway); the forward's are handed once to the running-statistics update, which
+``nn.functional.batch_norm`` does outside the graph (``batch_norm_stats``). Sums accumulate over the
+batch in float64, as PyTorch's CPU kernels; 16-bit inputs are computed in float32 and rounded once.
+"""
+from __future__ import annotations
+
+import threading
+import weakref
+from typing import Any
+
+from chainrule.core._backend import ndarray, np
+from chainrule.core._dtypes import LOW_PRECISION, accum_dtype
+from chainrule.core._registry import apply, defprim, real_only
+from chainrule.core.errors import ShapeError
+from chainrule.core.tensor import Tensor
+from chainrule.ops._batching import expand, reshape, set_batch, transpose
+from chainrule.ops.conv import _scratch
+from chainrule.ops.elementwise import sqrt
+from chainrule.ops.nn import _shared
+from chainrule.ops.reduction import mean, sum
+from chainrule.ops.shape import broadcast_to
+
+__all__ = ["batch_norm_stats", "batch_norm_train"]
+
+_HINT = ("x is (N, C, *S) with N * prod(S) > 1, weight and bias (C,) or numbers (1.0 and 0.0: no affine); "
+         "use cr.nn.functional.batch_norm")
+
+
+def _check(x: Any, w: Any, b: Any) -> None:
+    if x.ndim < 2 or np.shape(w) not in ((), x.shape[1:2]) or np.shape(b) not in ((), x.shape[1:2]):
+        raise ShapeError(f"batch_norm_train: input {x.shape}, weight {np.shape(w)} and bias {np.shape(b)} do "
+                         f"not match: {_HINT}")
+
+
+def _rows(a: Any) -> Any:
+    """(N, C, *S) -> (N, C, prod(S)): one layout for any number of spatial axes (a view when
+    contiguous), whose sums along the last axis are NumPy's pairwise ones."""
+    return a.reshape(a.shape[0], a.shape[1], -1)
+
+
+# ----- the batch's statistics -----
+_SLOT = "batch_norm"      # the centred input: a temporary, in conv's per-thread scratch arrays
+
+
+def _channel_sums(v: Any, w: Any = None) -> Any:
+    """Per channel of (N, C, L): the sum of ``v`` (of ``v * w`` if given), pairwise along L in v's
+    dtype, then over N in float64 (PyTorch's CPU kernels accumulate float32 in double)."""
+    rows = np.add.reduce(v, axis=2) if w is None else np.einsum("ncl,ncl->nc", v, w)
+    return np.add.reduce(rows, axis=0, dtype=np.float64 if rows.dtype.itemsize <= 8 else rows.dtype)
+
+
+def _stats(x: Any, eps: float) -> tuple:
+    """(mean, var, invstd, x - mean) per channel of the ndarray ``x`` (N, C, *S): the first three in
+    float64 (wider for longdouble), the last in x's accumulation dtype as (N, C, prod(S)) in a scratch
+    array. Two passes, as PyTorch (no sum-of-squares cancellation)."""
+    if x.dtype in LOW_PRECISION:
+        x = x.astype(accum_dtype(x.dtype))
+    v = _rows(x)
+    count = v.shape[0] * v.shape[2]
+    mu = _channel_sums(v) / count
+    d = np.subtract(v, mu.astype(v.dtype)[:, None], out=_scratch(_SLOT, v.shape, v.dtype))
+    var = _channel_sums(d, d) / count
+    return mu, var, 1 / np.sqrt(var + eps), d
+
+
+# the last forward's statistics, for the running update right after it (one slot, taken once: an
+# input changed in place later, as gradcheck's perturbations do, never meets stale values)
+_LAST = threading.local()
+
+
+def batch_norm_stats(x: Any, eps: float) -> tuple:
+    """The batch mean and biased variance per channel that ``batch_norm_train`` normalised ``x``
+    with (ndarrays, outside any graph): what the running statistics are updated from.
+
+    >>> import chainrule as cr
+    >>> x = cr.tensor([[1.0], [3.0]])
+    >>> _ = batch_norm_train(x, cr.ones(1), cr.zeros(1), 0.0)
+    >>> [v.tolist() for v in batch_norm_stats(x, 0.0)]
+    [[2.0], [1.0]]
+    """
+    data = x.data if hasattr(x, "data") and not isinstance(x, ndarray) else np.asarray(x)
+    last, _LAST.value = getattr(_LAST, "value", None), None
+    if last is not None and last[0]() is data and last[1] == eps:
+        return last[2][:2]
+    return _stats(data, eps)[:2]
+
+
+# ----- forward and the plain backward (ndarrays) -----
+def _forward(x: Any, w: Any, b: Any, eps: float) -> Any:
+    real_only("batch_norm_train", x)
+    _check(x, w, b)
+    mu, var, invstd, d = _stats(x, eps)
+    _LAST.value = (weakref.ref(x), eps, (mu, var))
+    y = np.multiply(d, _coef(invstd * w, d))                     # from the centred input: exact for
+    y += _coef(b, d)                                             # a large mean too, no extra pass
+    return y.reshape(x.shape).astype(x.dtype, copy=False)       # (16-bit: rounded once)
+
+
+def _coef(c: Any, like: Any) -> Any:
+    """A per-channel coefficient (or a number), in ``like``'s dtype (an operation in float64 would cast
+    every element), as (C, 1)."""
+    c = np.asarray(c, like.dtype)
+    return c[:, None] if c.ndim else c
+
+
+def _plain_grads(g: Any, x: Any, x_again: Any, w: Any, b: Any, eps: float) -> tuple:
+    """(dx, dw, db) on ndarrays: the statistics again (two passes over x), then two reductions and
+    four passes for dx."""
+    _, _, invstd, d = _stats(x, eps)
+    gv = _rows(g.astype(d.dtype, copy=False))
+    count = d.shape[0] * d.shape[2]
+    db = _channel_sums(gv)
+    gd = _channel_sums(gv, d)
+    k = invstd * w
+    d *= _coef(-k * invstd * invstd * gd / count, d)
+    d += _coef(-k * db / count, d)
+    dx = gv * _coef(k, d)
+    dx += d
+    return dx.reshape(x.shape), gd * invstd, db            # (the engine casts them to the inputs' dtypes)
+
+
+def _plain(g: Any, x: Any, w: Any, b: Any) -> bool:
+    return type(g) is ndarray and type(x) is ndarray and not isinstance(w, Tensor)
+
+
+# ----- the rules on Tensors (create_graph, forward mode): chainrule ops, differentiable again -----
+def _axes(x: Any) -> tuple:
+    return (0,) + tuple(range(2, len(np.shape(x))))
+
+
+def _per_channel(v: Any, x: Any) -> Any:
+    return reshape(v, (1, -1) + (1,) * (len(np.shape(x)) - 2))
+
+
+def _xhat(x: Any, eps: float) -> tuple:
+    axes = _axes(x)
+    centered = x - mean(x, axis=axes, keepdims=True)
+    invstd = 1 / sqrt(mean(centered * centered, axis=axes, keepdims=True) + eps)
+    return centered * invstd, invstd
+
+
+def _dx(g: Any, out: Any, x: Any, w: Any, b: Any, eps: float) -> Any:
+    if _plain(g, x, w, b):
+        return _shared(_plain_grads, g, x, (x, w, b), {"eps": eps})[0]
+    axes = _axes(x)
+    xhat, invstd = _xhat(x, eps)
+    gw = g * _per_channel(w, x)
+    return invstd * (gw - mean(gw, axis=axes, keepdims=True) - xhat * mean(gw * xhat, axis=axes, keepdims=True))
+
+
+def _dw(g: Any, out: Any, x: Any, w: Any, b: Any, eps: float) -> Any:
+    if _plain(g, x, w, b):
+        return _shared(_plain_grads, g, x, (x, w, b), {"eps": eps})[1]
+    return sum(g * _xhat(x, eps)[0], axis=_axes(x))
+
+
+def _db(g: Any, out: Any, x: Any, w: Any, b: Any, eps: float) -> Any:
+    return sum(g, axis=_axes(g))
+
+
+def _jvp_x(t: Any, out: Any, x: Any, w: Any, b: Any, eps: float) -> Any:
+    axes = _axes(x)
+    xhat, invstd = _xhat(x, eps)
+    return _per_channel(w, x) * invstd * (t - mean(t, axis=axes, keepdims=True)
+                                          - xhat * mean(t * xhat, axis=axes, keepdims=True))
+
+
+def _jvp_w(t: Any, out: Any, x: Any, w: Any, b: Any, eps: float) -> Any:
+    return _per_channel(t, x) * _xhat(x, eps)[0]
+
+
+def _jvp_b(t: Any, out: Any, x: Any, w: Any, b: Any, eps: float) -> Any:
+    return broadcast_to(_per_channel(t, x), np.shape(x))
+
+
+def _flops(out: Any, x: Any, w: Any, b: Any, eps: float) -> int:
+    return 7 * int(np.size(out))        # mean, centre, square-sum, scale, shift
+
+
+BATCH_NORM_TRAIN = defprim(
+    "batch_norm_train", _forward, vjps=(_dx, _dw, _db), jvps=(_jvp_x, _jvp_w, _jvp_b), saves="x y",
+    needs={0: (0, 1), 1: (0, 1), 2: ()}, flops=_flops, kind="softmax", accumulate=True, autocast="float32",
+    hint=_HINT)
+
+
+def _batch_bn(prim: Any, xs: tuple, batched: tuple, params: dict, size: int) -> Any:
+    """vmap: each example's channels are channels of their own, (B, N, C, *S) -> (N, B * C, *S)."""
+    x, w, b = (v if bt or not np.ndim(v) else expand(v, size) for v, bt in zip(xs, batched))
+    s = tuple(np.shape(x))
+    rest = tuple(range(3, len(s)))
+    flat = reshape(transpose(x, (1, 0, 2) + rest), (s[1], size * s[2]) + s[3:])
+    w, b = (reshape(v, (size * s[2],)) if np.ndim(v) else v for v in (w, b))
+    out = apply(prim, (flat, w, b), params)
+    return transpose(reshape(out, (s[1], size, s[2]) + s[3:]), (1, 0, 2) + rest)
+
+
+set_batch(BATCH_NORM_TRAIN, _batch_bn)
+
+
+def batch_norm_train(x: Any, weight: Any, bias: Any, eps: float) -> Any:
+    """``(x - mean) / sqrt(var + eps) * weight + bias`` with the batch's per-channel mean and biased
+    variance over every axis but 1 of ``x`` (N, C, *S): training-mode batch norm as one node.
+    ``weight`` and ``bias`` are (C,) or numbers (1.0 and 0.0 for none).
+
+    >>> import chainrule as cr
+    >>> batch_norm_train(cr.tensor([[1.0], [3.0]]), cr.ones(1), cr.zeros(1), 0.0)
+    tensor([[-1.],
+            [ 1.]])
+    """
+    return apply(BATCH_NORM_TRAIN, (x, weight, bias), {"eps": float(eps)})
