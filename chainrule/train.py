@@ -11,6 +11,7 @@ metrics, which equal one process's up to float rounding.
 from __future__ import annotations
 
 import argparse
+import copy
 import math
 import os
 import shutil
@@ -27,6 +28,7 @@ from chainrule.core._dtypes import bfloat16, float16, float32
 from chainrule.core.grad_mode import no_grad
 from chainrule.core.tensor import Tensor
 from chainrule.distributed import collectives as dist
+from chainrule.func.compile import compile as compile_step
 from chainrule.nn import functional as F
 from chainrule.nn.parallel import DistributedDataParallel
 
@@ -104,6 +106,46 @@ def train_step(model: nn.Module, optimizer: optim.Optimizer, xb: Tensor, yb: Ten
     loss.backward()
     optimizer.step()
     return float(loss.item())
+
+
+class CompiledStep:
+    """``train_step`` under ``cr.compile`` (``--compile``): the update is captured once and replayed.
+    The loss is read outside the compiled function (a ``.item()`` inside it would be a value guard
+    that every new loss misses); a new learning rate (the schedule, once an epoch) or batch shape
+    (the last batch) means a new capture, hence ``max_captures``.
+
+    >>> import chainrule as cr
+    >>> model = cr.nn.Linear(3, 2); opt = cr.optim.SGD(model.parameters(), lr=0.1)
+    >>> step = CompiledStep()
+    >>> x, y = cr.ones((4, 3)), cr.tensor([0, 1, 1, 0])
+    >>> losses = [step(model, opt, x, y) for _ in range(3)]
+    >>> step.compiled.cache_info()
+    CacheInfo(captures=2, replays=1, eager_runs=0, misses=1)
+    """
+
+    def __init__(self, max_captures: int = 64) -> None:
+        self.compiled = compile_step(_update, max_captures=max_captures)
+
+    def __call__(self, model: Any, optimizer: Any, xb: Any, yb: Any) -> float:
+        return float(self.compiled(model, optimizer, xb, yb).item())
+
+
+def _update(model: nn.Module, optimizer: optim.Optimizer, xb: Tensor, yb: Tensor) -> Tensor:
+    optimizer.zero_grad()
+    loss = F.cross_entropy(model(xb), yb)
+    loss.backward()
+    optimizer.step()
+    return loss.detach()
+
+
+def epoch_seconds(step: StepFn, model: nn.Module, optimizer: optim.Optimizer, loader: Any) -> float:
+    """The wall time of one epoch of ``step`` on a copy of the model and optimizer (left untouched)."""
+    model, optimizer = copy.deepcopy((model, optimizer))
+    model.train()
+    start = time.perf_counter()
+    for xb, yb in loader:
+        step(model, optimizer, xb, yb)
+    return time.perf_counter() - start
 
 
 def evaluate(model: nn.Module, x: np.ndarray, y: np.ndarray, batch_size: int = 512) -> tuple[float, float]:
@@ -225,6 +267,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument("--precision", choices=("fp32", "bf16", "fp16"), default="fp32",
                    help="bf16: autocast + float32 master weights; fp16: autocast + dynamic loss scaling")
+    p.add_argument("--compile", action="store_true",
+                   help="capture the training step once and replay it (cr.compile): the same weights, "
+                        "bitwise; prints the epoch time eager vs compiled")
     p.add_argument("--nproc", type=int, default=None,
                    help="data-parallel processes: re-launch under mpiexec -n NPROC, batch-size/NPROC "
                         "examples per process (needs pip install \"chainrule[mpi]\"); default: the "
@@ -290,6 +335,8 @@ def main(argv: list[str] | None = None) -> int:
     if nproc > 1 and args.batch_size % nproc:
         p.error(f"--batch-size {args.batch_size} does not split evenly over --nproc {nproc} processes; "
                 f"use a batch size divisible by {nproc}")
+    if args.compile and (args.precision != "fp32" or nproc > 1):
+        p.error("--compile replays fp32 single-process steps; drop --precision/--nproc, or --compile")
     if nproc > 1 and not launched:
         return relaunch(args, argv, p)
     start = time.perf_counter()
@@ -318,7 +365,7 @@ def main(argv: list[str] | None = None) -> int:
     out(f"training a {args.model.upper()} ({n_params:,} parameters) on {len(x_tr)} examples, "
         f"testing on {len(x_te)}; {epochs} epochs, batch {args.batch_size}{split}, Adam + cosine schedule")
     mixed = MixedPrecisionStep(args.precision) if args.precision != "fp32" else None
-    step: StepFn = mixed or train_step
+    step: StepFn = mixed or (CompiledStep(2 * epochs + 4) if args.compile else train_step)
     if world > 1:
         model = DistributedDataParallel(model)
         step = _GlobalLoss(step)
@@ -328,6 +375,11 @@ def main(argv: list[str] | None = None) -> int:
         out(mixed.summary())
     wall = time.perf_counter() - start
     out(f"test accuracy {history['val_acc'][-1]:.2%}  (wall time {wall:.1f} s)")
+    if args.compile:
+        eager = epoch_seconds(train_step, model, optimizer, loader)
+        compiled = epoch_seconds(CompiledStep(), model, optimizer, loader)
+        out(f"epoch time: eager {eager:.3f} s, compiled {compiled:.3f} s ({eager / compiled:.2f}x, its "
+            f"captures included); the run's {step.compiled.cache_info()}")
     if args.out and rank == 0:
         paths = save_plots(history, args.out)
         if mixed is not None and mixed.scaler is not None \

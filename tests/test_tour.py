@@ -113,3 +113,12 @@ def test_interleaved_samples_before_hook_is_untimed():
     assert sorted(calls[4:]) == ["a", "b", "before a", "before b"]
     assert all(calls[i] == "before " + calls[i + 1] for i in range(0, 8, 2))
     assert samples == {"a": [1, 2], "b": [3, 4]}
+
+
+def test_compile_section_prints_eager_and_compiled_speed(tour_output):
+    section = tour_output.split("Speed: capture a step once")[1].split("\n[")[0]
+    chain = re.search(r"200-op elementwise chain: eager ([\d.]+) us/op, compiled ([\d.]+) us/op", section)
+    tiny = re.search(r"3-4-1 tanh net: eager ([\d.]+) us, compiled ([\d.]+) us", section)
+    assert chain and tiny and "median of 5 interleaved runs" in section
+    assert float(chain.group(2)) < float(chain.group(1))      # ~5x measured; only the order is checked
+    assert "eager_runs=0" in section

@@ -29,7 +29,7 @@ def push_tangents(prim: Any, xs: tuple, params: dict, out: Any) -> None:
     """
     st = STATE
     levels = st.fw_levels
-    if len(levels) != 1:
+    if len(levels) != 1 or st.recorder is not None:     # (cr.compile: the rules through ops, taped)
         return _push_nested(prim, xs, params, out, st)
     level = levels[0]
     if level > st.fw_visible:

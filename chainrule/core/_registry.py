@@ -255,6 +255,8 @@ def keeping_zero(rule: VjpRule) -> VjpRule:
         if isinstance(g, Tensor):                     # raw(g), inlined: the hot path
             if g._level:
                 return _keep_zero_batched(g, r)
+            if STATE.recorder is not None and isinstance(r, Tensor) and not r._level:
+                return _keep_zero_recorded(STATE.recorder, g, r)
             zero = g.data == 0
         else:
             zero = g == 0
@@ -267,6 +269,21 @@ def keeping_zero(rule: VjpRule) -> VjpRule:
         return apply(PRIMITIVES["where"], (bad, 0.0, r)) if isinstance(r, Tensor) else np.where(bad, 0, r)
     rule_keeping_zero.keeps_zero = True
     return rule_keeping_zero
+
+
+def _zero_meets_inf(g: Any, r: Any) -> Any:
+    with np.errstate(invalid="ignore"):
+        return np.asarray((g == 0) & ~np.isfinite(r))       # (an array for 0-d g too: taped by id)
+
+
+def _keep_zero_recorded(rec: Any, g: Any, r: Any) -> Any:
+    """``keeping_zero`` while ``cr.compile`` captures: the test is a taped kernel, and whether it
+    found a point to replace a value guard (a replay that would branch the other way misses)."""
+    bad = _zero_meets_inf(g.data, r.data)
+    rec.on_kernel(_zero_meets_inf, (g.data, r.data), None, bad)
+    if not rec.on_condition(bad, "a zero cotangent meeting an infinite derivative (keeping_zero)"):
+        return r
+    return apply(PRIMITIVES["where"], (bad, 0.0, r))
 
 
 def _keep_zero_batched(g: Any, r: Any) -> Any:

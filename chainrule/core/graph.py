@@ -325,7 +325,9 @@ class AccumulateGrad(GraphNode):
             g = g.data
         if not isinstance(g, _Tensor):
             if type(g) is not ndarray or g.base is not None or id(g) in stored:
-                g = np.array(g, copy=True)      # never alias a view, a user's array or another leaf's grad
+                src, g = g, np.array(g, copy=True)   # never alias a view, a user's array or another leaf's grad
+                if STATE.recorder is not None:  # cr.compile: the copy is a kernel of the tape
+                    STATE.recorder.on_kernel(_own_copy, (src,), None, g)
             stored.add(id(g))
             g = _wrap(g)
         if t.grad is None:
@@ -338,6 +340,11 @@ class AccumulateGrad(GraphNode):
 
     def vjp(self, g: Any, tensor_mode: bool) -> list:
         return []
+
+
+def _own_copy(a: Any) -> Any:
+    """The copy ``accumulate`` makes, as a kernel ``cr.compile`` replays."""
+    return np.array(a, copy=True)
 
 
 def run_post_acc_hooks(t: Any) -> None:

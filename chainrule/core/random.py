@@ -2,7 +2,7 @@
 sampling, init) use unless given a ``generator=``. ``checkpoint`` saves and restores it."""
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 from chainrule.core._backend import np
 from chainrule.core.grad_mode import STATE
@@ -27,11 +27,27 @@ def get_generator(generator: Any = None) -> np.random.Generator:
     """The generator to use: the one passed, or the default; inside ``cr.vmap`` as its
     ``randomness`` says (independent draws per example, one shared draw, or an error)."""
     gen = default_generator if generator is None else generator
-    if STATE.recorder is not None:               # cr.compile: a draw a replay would not repeat
+    if STATE.recorder is not None:               # cr.compile: a draw a replay would not repeat (see draw)
         STATE.recorder.on_random()
     for level in STATE.vmap_levels:          # outermost first: each level wraps the one outside it
         gen = level.generator(gen)
     return gen
+
+
+def draw(kernel: Callable, generator: Any = None, *args: Any) -> Any:
+    """``kernel(get_generator(generator), *args)``: a random draw (with the NumPy code that shapes it)
+    that ``cr.compile`` replays, from the generator of the replayed call, so the stream is eager's.
+
+    >>> import chainrule as cr
+    >>> mask = lambda gen, shape: gen.random(shape) >= 0.5
+    >>> _ = cr.random.manual_seed(3); a = cr.random.draw(mask, None, (4,))
+    >>> _ = cr.random.manual_seed(3); bool((a == cr.random.draw(mask, None, (4,))).all())
+    True
+    """
+    rec = STATE.recorder
+    if rec is not None and not STATE.vmap_levels:
+        return rec.on_draw(kernel, generator, args)
+    return kernel(get_generator(generator), *args)
 
 
 def get_rng_state(parts: Any = ("default", "numpy")) -> dict:

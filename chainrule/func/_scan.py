@@ -1,9 +1,10 @@
 """What a compiled step can read besides its arguments (``cr.compile``): the tensors, arrays and Python
 values reachable from its closure, globals and bound ``self``, each with the path that finds it
-again at the next call (docs/compile.md, "Guards")."""
+again at the next call; and the comparisons the guards make (docs/compile.md, "Guards")."""
 from __future__ import annotations
 
 import functools
+import math
 import types
 from typing import Any, Callable
 
@@ -64,7 +65,8 @@ class _Scan:
             return
         self.seen.add(id(obj))
         if isinstance(obj, (np.random.Generator, np.random.RandomState)):
-            self.generators.append((obj, name))                 # a draw from it: eager (see _capture)
+            self.generators.append((obj, name))    # drawn from by cr.random.draw only (see on_draw)
+            self.values.append((root, steps, name, (obj,)))     # by identity: a replay draws from it
             return
         # the step may read len(); (an empty dict may be an optimizer's state, which its island fills)
         if isinstance(obj, (list, tuple)) or (isinstance(obj, dict) and obj
@@ -149,3 +151,61 @@ def _code_names(code: Any) -> set:
         if isinstance(c, types.CodeType):
             names |= _code_names(c)
     return names
+
+
+# ----- the guards' comparisons (compile.py checks them at every call) -----
+def _hooked(t: Tensor) -> bool:
+    node = t.grad_fn if t.grad_fn is not None else (t._leaf_edge[0] if t._leaf_edge else None)
+    return bool(node is not None and node.pre_hooks)
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Python values equal bitwise: -0.0 is not 0.0, NaN is NaN; ``b`` a 1-tuple: ``a`` is its item."""
+    if type(b) is tuple:
+        return a is b[0]
+    if type(a) is not type(b):
+        return False
+    if type(a) is float:
+        return a == b and math.copysign(1.0, a) == math.copysign(1.0, b) or (a != a and b != b)
+    if type(a) is complex:
+        return _same(a.real, b.real) and _same(a.imag, b.imag)
+    return a == b                         # (only Python scalars are guarded by value)
+
+
+def _leaf_guard(x: Any) -> tuple:
+    if isinstance(x, Tensor):
+        return ("tensor", type(x), x.data.shape, x.data.dtype, x._requires_grad)
+    if isinstance(x, ndarray):
+        return ("array", type(x), x.shape, x.dtype)
+    if isinstance(x, _SCALARS):
+        return ("value", x)
+    return ("object", x)
+
+
+def _describe_miss(name: str, want: tuple, x: Any) -> str | None:
+    """None if ``x`` passes the guard ``want`` of ``name``, else the message naming the guard."""
+    kind = want[0]
+    if kind == "value":
+        return None if _same(x, want[1]) else f"{name}: value {x!r} != {want[1]!r}"
+    if kind == "object":
+        return None if x is want[1] else f"{name}: a different {type(want[1]).__name__} object"
+    if type(x) is not want[1]:
+        return f"{name}: type {type(x).__name__} != {want[1].__name__}"
+    d = x.data if kind == "tensor" else x
+    for what, now, was in (("shape", d.shape, want[2]), ("dtype", d.dtype, want[3])):
+        if now != was:
+            return f"{name}: {what} {now} != {was}"
+    if kind == "tensor" and x._requires_grad != want[4]:
+        return f"{name}: requires_grad {x._requires_grad} != {want[4]}"
+    if kind == "tensor" and want[4] and x.grad_fn is not None:
+        return f"{name}: a non-leaf tensor that requires grad (captured: a leaf)"
+    if kind == "tensor" and _hooked(x):
+        return f"{name}: a tensor hook is registered on it now"
+    return None
+
+
+def _alias(values: list) -> tuple:
+    """Which of the arrays (of the tensors) among ``values`` are one: the first index of each."""
+    arrays = [x.data if isinstance(x, Tensor) else x for x in values if isinstance(x, (Tensor, ndarray))]
+    first: dict[int, int] = {}
+    return tuple(first.setdefault(id(a), i) for i, a in enumerate(arrays))

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import builtins
 import functools
-import math
+import operator
 import pickle
 import random
 import sys
@@ -21,13 +21,26 @@ from collections import namedtuple
 from typing import Any, Callable
 
 from chainrule.core import _dtypes
+from chainrule.core import random as _random
 from chainrule.core._backend import ndarray, np
+from chainrule.core._dtypes import LOW_PRECISION
 from chainrule.core._pytree import flatten, paths, unflatten
 from chainrule.core._registry import _PY_NUMBERS, _PY_RESULTS, _WIDE, _keep_low_precision, _python_scalars
 from chainrule.core.errors import _LIBRARY_DIRS, CompileError, _package
 from chainrule.core.grad_mode import STATE, state_scope
 from chainrule.core.tensor import Tensor, wrap
-from chainrule.func._scan import _GONE, _SCALARS, _path_name, _Scan, _walk
+from chainrule.func._scan import (
+    _GONE,
+    _SCALARS,
+    _alias,
+    _describe_miss,
+    _hooked,
+    _leaf_guard,
+    _path_name,
+    _same,
+    _Scan,
+    _walk,
+)
 
 __all__ = ["compile"]
 
@@ -43,9 +56,13 @@ _STRAIGHT_RULES = frozenset({
     "conj", "square", "sign", "copy", "alias", "astype", "add", "subtract", "multiply", "maximum",
     "minimum", "where", "clip", "reshape", "transpose", "broadcast_to", "diagonal", "flip", "roll",
     "pad", "getitem", "sum", "amax", "amin", "cumsum", "linear", "matmul", "einsum", "concatenate",
-    "softmax", "log_softmax", "softmax_cross_entropy",
+    "softmax", "log_softmax", "softmax_cross_entropy", "conv", "conv_transpose", "conv_weight",
 })
 _KEEPS_ZERO = "keeps_zero"
+# straight-line rules but for ``keeping_zero``'s test, which a capture tapes (a kernel and a value
+# guard); power's base rule branches on its exponent's zeros too: straight for a Python exponent only
+_KEEPING_ZERO_RULES = frozenset({"log", "log2", "log10", "log1p", "sqrt", "cbrt", "arcsin", "arccos",
+                                 "arccosh", "arctanh", "reciprocal", "divide"})
 
 
 class _Refused(Exception):
@@ -77,6 +94,12 @@ class _Recorder:
         self.islands: list = []                  # (entry index, optimizer, its path): opt.step() calls
         self.island_versions: dict[int, int] = {}   # id(parameter) -> its version after an island
         self.island_arrays: set = set()          # ids of the arrays islands update in place
+        # id(generator) -> (it, its name, its state now): moved by the taped draws only
+        self.rng_expect: dict[int, tuple] = {id(g): (g, name, _rng_state(g)) for g, name in scan.generators}
+        self.default_generator = _random.default_generator
+        self.rng_expect[id(self.default_generator)] = (self.default_generator, "cr.random.default_generator",
+                                                       _rng_state(self.default_generator))
+        self.drew: set = set()                   # the generators drawn from (True: the default one)
         for i, x in enumerate(leaves):
             if isinstance(x, Tensor):
                 self.leaf_tensor.setdefault(id(x), i)
@@ -187,8 +210,9 @@ class _Recorder:
             g = p.__dict__.get("grad")
             s = None if g is None else self._fresh_grad(g)
             if g is not None and s is None:
-                self.refuse("it calls opt.step() on a gradient accumulated into an existing one; clear "
-                            "the gradients first (opt.zero_grad())")
+                self.refuse(f"it calls opt.step() on a gradient of shape {g.shape} the tape did not make "
+                            f"(accumulated into an existing one, copied outside the recorded kernels, "
+                            f"or set by hand); clear the gradients first (opt.zero_grad())")
             slots.append(s)
         with state_scope(recorder=None):
             opt.step()
@@ -251,7 +275,8 @@ class _Recorder:
             return out                        # apply casts it (a new object): never read by id
         if self.refused is None:
             s = self._new_slot(out, None)
-            self.entries.append((prim.forward, tuple(ins), params or None, dyn, s, post))
+            fn = _direct(prim, datas, params) if prim.name in _DIRECT else prim.forward
+            self.entries.append((fn, tuple(ins), params or None, dyn, s, post))
         return out
 
     def _constant(self, value: Any) -> int:
@@ -288,7 +313,63 @@ class _Recorder:
             self._new_slot(arr, ("ones", arr.shape, arr.dtype))
 
     def on_random(self) -> None:
-        self.refuse("it draws random numbers (dropout, cr.random, init): v1 does not replay random draws")
+        self.refuse("it draws random numbers outside cr.random.draw (cr.nn.init, a distribution's "
+                    "sample, ...), which a replay would not repeat; pass the values as arguments")
+
+    def on_kernel(self, fn: Callable, arrays: tuple, params: dict | None, out: Any) -> None:
+        """``out = fn(*arrays, **params)`` ran as NumPy code inside an op or a rule (a one-hot, a tie
+        count, keeping_zero's test): tape it as an entry, its arrays as slots (``out``: an array or
+        a tuple of arrays)."""
+        try:
+            if self.refused is None:
+                parts = out if type(out) is tuple else (out,)
+                if not all(type(a) is ndarray for a in parts):
+                    raise _Refused(f"{fn.__name__} returned a {type(out).__name__}, not arrays")
+                ins = tuple(self.slot(a, None, fn.__name__) for a in arrays)
+                dyn = self._params(fn.__name__, params) if params else None
+                self.entries.append((fn, ins, params or None, dyn, self._new_slot(out, None), None))
+                if type(out) is tuple:              # (several arrays: one entry picks each)
+                    whole = self.slot_of[id(out)]
+                    for i, a in enumerate(out):
+                        self.entries.append((operator.itemgetter(i), (whole,), None, None,
+                                             self._new_slot(a, None), None))
+        except _Refused as e:
+            self.refuse(str(e))
+
+    def on_condition(self, arr: Any, where: str) -> bool:
+        """``bool(arr.any())`` decides a branch of a rule: a value guard on it (``arr`` on the tape)."""
+        value = bool(arr.any())
+        s = self.slot_of.get(id(arr))
+        if s is None:
+            self.refuse(f"{where} branches on an array not on the tape")
+        elif self.refused is None:
+            self.checks.append((len(self.entries), s, "any", value, where))
+        return value
+
+    def on_draw(self, kernel: Callable, generator: Any, args: tuple) -> Any:
+        """``cr.random.draw``: run ``kernel`` on the generator and tape a call that draws from the
+        generator ``get_generator(generator)`` gives at replay (the default one is looked up again:
+        ``cr.random.manual_seed`` between calls is seen). The generator must have moved only by
+        these draws (its state is compared at each draw and at the end)."""
+        gen = _random.default_generator if generator is None else generator
+        try:
+            if self.refused is None:
+                known = self.rng_expect.get(id(gen))
+                if known is None:
+                    raise _Refused("it draws from a generator made inside the step (or one it does not "
+                                   "reach through its closure, globals or arguments); a replay cannot "
+                                   "find it again")
+                if _rng_state(gen) != known[2]:
+                    raise _Refused(f"it draws from the generator {known[1]} directly as well as through "
+                                   f"chainrule's random ops; a replay would not repeat those draws")
+        except _Refused as e:
+            self.refuse(str(e))
+        out = kernel(gen, *args)
+        if self.refused is None:
+            self.rng_expect[id(gen)] = (gen, self.rng_expect[id(gen)][1], _rng_state(gen))
+            self.drew.add(generator is None or gen)
+            self.on_kernel(_Draw(kernel, generator), (), {"args": args}, out)
+        return out
 
     def on_numpy(self, t: Tensor, how: str) -> None:
         self.refuse(f"it reads tensor values with {how} at {_user_line()}, which a replay cannot see")
@@ -311,7 +392,10 @@ class _Recorder:
         for key, (t, version, grad, data) in tensors.items():
             if t.__dict__.get("grad") is not grad:
                 self._grad_write(key, t, grad)
-            if (t._version != version and self.island_versions.get(key) != t._version) or t.data is not data:
+            moved = t._version != version and self.island_versions.get(key) != t._version
+            if moved and t.data.base is not None and id(t.data.base) in self.island_arrays:
+                moved = False                   # a view of a parameter an island updated (its bias as (C, 1, 1))
+            if moved or t.data is not data:
                 raise _Refused(f"it changes a tensor of shape {t.shape} in place (an in-place op, an "
                                f"optimizer step or a buffer update)")
             if _hooked(t):
@@ -328,30 +412,41 @@ class _Recorder:
             raise _Refused("post-accumulate-grad hooks are registered; hooks are not replayed in v1")
         if self.rules_ran:
             for name, prim in self.graph_prims.items():
-                if name in _STRAIGHT_RULES:
+                if name in _STRAIGHT_RULES or name in _KEEPING_ZERO_RULES:
                     continue
-                if not STATE.safe_zero and all(getattr(r, _KEEPS_ZERO, False) or r is None
-                                               for r in (prim.vjps or ())):
+                if not STATE.safe_zero and name != "power" and all(
+                        getattr(r, _KEEPS_ZERO, False) or r is None for r in (prim.vjps or ())):
                     continue
                 raise _Refused(f"it runs the derivative rule of '{name}', which branches on values "
                                f"(v1 replays only straight-line rules)")
 
 
+_DIRECT = frozenset({"matmul", "getitem"})
+
+
+def _direct(prim: Any, datas: list, params: Any) -> Callable:
+    """The forward to tape, without the Python dispatch whose choice the guards fix: matmul's on
+    ndarrays of these dtypes and dimensions is ``np.matmul``; getitem with an Ellipsis is ``x[index]``."""
+    if prim.name == "matmul":
+        x, y = datas
+        if type(x) is ndarray and type(y) is ndarray and x.dtype not in LOW_PRECISION \
+                and y.dtype not in LOW_PRECISION and (x.ndim <= 2 or y.ndim <= 1):
+            return np.matmul
+    elif any(i is Ellipsis for i in params["index"]):
+        return _getitem_with_ellipsis
+    return prim.forward
+
+
+def _getitem_with_ellipsis(x: Any, index: tuple, shape: tuple) -> Any:
+    return x[index]
+
+
 def _constant_safe(prim: Any, xs: tuple) -> bool:
-    """``x / c`` (``c`` a finite nonzero number) and ``x ** n`` (an integer ``n >= 1``): their
-    ``keeping_zero`` rule never replaces anything (a zero cotangent gives a finite zero), so it
-    takes the same path for every value."""
+    """``x / c`` and ``x ** c`` (``c`` a Python number): the rule's one branch on values is
+    ``keeping_zero``'s, which the capture tapes (power's other branch is on the constant)."""
     if len(xs) != 2 or isinstance(xs[1], (Tensor, ndarray)) or type(xs[1]) not in (int, float):
         return False
-    c = xs[1]
-    if prim.name == "divide":
-        return c != 0 and math.isfinite(c)
-    return prim.name == "power" and float(c).is_integer() and c >= 1
-
-
-def _hooked(t: Tensor) -> bool:
-    node = t.grad_fn if t.grad_fn is not None else (t._leaf_edge[0] if t._leaf_edge else None)
-    return bool(node is not None and node.pre_hooks)
+    return prim.name in ("divide", "power")
 
 
 _STATIC = object()
@@ -369,6 +464,18 @@ class _Island:
         for p, has in zip(self.params, self.has_grad):
             p.grad = wrap(next(it)) if has else None
         self.opt.step()
+
+
+class _Draw:
+    """A tape entry that draws: ``kernel`` on the generator ``get_generator(generator)`` gives at
+    replay (the default generator of that moment, or the one passed, guarded by identity)."""
+
+    def __init__(self, kernel: Callable, generator: Any) -> None:
+        self.kernel, self.generator = kernel, generator
+        self.__name__ = getattr(kernel, "__name__", "draw")
+
+    def __call__(self, args: tuple) -> Any:
+        return self.kernel(_random.get_generator(self.generator), *args)
 
 
 def _fill(tpl: tuple, vals: dict) -> Any:
@@ -393,56 +500,11 @@ def _user_line() -> str:
     return "?" if frame is None else f"{frame.f_code.co_filename}:{frame.f_lineno}"
 
 
-def _same(a: Any, b: Any) -> bool:
-    """Python values equal bitwise: -0.0 is not 0.0, NaN is NaN; ``b`` a 1-tuple: ``a`` is its item."""
-    if type(b) is tuple:
-        return a is b[0]
-    if type(a) is not type(b):
-        return False
-    if type(a) is float:
-        return a == b and math.copysign(1.0, a) == math.copysign(1.0, b) or (a != a and b != b)
-    if type(a) is complex:
-        return _same(a.real, b.real) and _same(a.imag, b.imag)
-    return a == b                         # (only Python scalars are guarded by value)
-
-
-def _leaf_guard(x: Any) -> tuple:
-    if isinstance(x, Tensor):
-        return ("tensor", type(x), x.data.shape, x.data.dtype, x._requires_grad)
-    if isinstance(x, ndarray):
-        return ("array", type(x), x.shape, x.dtype)
-    if isinstance(x, _SCALARS):
-        return ("value", x)
-    return ("object", x)
-
-
 def _leaf_names(tree: Any) -> list[str]:
     if type(tree) is int:                   # _flatten_call's positional leaves
         return [f"argument {i}" for i in range(tree)]
     return [(f"argument {p[1]}" if p[0] == 0 else f"argument {p[1]!r}") + "".join(f"[{k!r}]" for k in p[2:])
             for p in paths(tree)]
-
-
-def _describe_miss(name: str, want: tuple, x: Any) -> str | None:
-    """None if ``x`` passes the guard ``want`` of ``name``, else the message naming the guard."""
-    kind = want[0]
-    if kind == "value":
-        return None if _same(x, want[1]) else f"{name}: value {x!r} != {want[1]!r}"
-    if kind == "object":
-        return None if x is want[1] else f"{name}: a different {type(want[1]).__name__} object"
-    if type(x) is not want[1]:
-        return f"{name}: type {type(x).__name__} != {want[1].__name__}"
-    d = x.data if kind == "tensor" else x
-    for what, now, was in (("shape", d.shape, want[2]), ("dtype", d.dtype, want[3])):
-        if now != was:
-            return f"{name}: {what} {now} != {was}"
-    if kind == "tensor" and x._requires_grad != want[4]:
-        return f"{name}: requires_grad {x._requires_grad} != {want[4]}"
-    if kind == "tensor" and want[4] and x.grad_fn is not None:
-        return f"{name}: a non-leaf tensor that requires grad (captured: a leaf)"
-    if kind == "tensor" and _hooked(x):
-        return f"{name}: a tensor hook is registered on it now"
-    return None
 
 
 class _Capture:
@@ -464,6 +526,7 @@ class _Capture:
         needed |= {c[1] for c in rec.checks}
         needed |= {w[1] for w in rec.grad_writes if w[1] is not None}
         needed |= {rec.entries[i][4] for i, _, _ in rec.islands}
+        needed |= {e[4] for e in rec.entries if type(e[0]) is _Draw}     # a replay moves the stream as eager
         self.grad_writes = rec.grad_writes
         if any(at > i for at, *_ in rec.checks for i, _, _ in rec.islands):
             raise _Refused("it reads a value (.item(), float(), ...) after opt.step(): a replay would "
@@ -515,11 +578,13 @@ class _Capture:
                             for key, found in rec.scan.arrays.items()
                             if key in rec.leaf_array and not found[4]]
         self.alias = _alias(leaves + [_walk(rec.scan.roots[e[1]](), e[2]) for e in self.exts])
+        self.distinct = self.alias == tuple(range(len(self.alias)))     # (the common case: a set's size)
         self.used_roots = sorted({e[1] for e in self.exts} | {v[0] for v in self.value_guards}
                                  | {p[0] for p in self.leaf_paths}
                                  | {w[0][1] for w in self.grad_writes if w[0][0] == "path"}
                                  | {i[1] for i in self.islands})
         self.run: Callable | None = None
+        self.drew = rec.drew
 
     def _output(self, rec: _Recorder, x: Any, leaves: list) -> tuple:
         if isinstance(x, Tensor):
@@ -576,6 +641,15 @@ class _Capture:
         exts = []
         for s, root, steps, via, want, name in self.exts:
             obj = _walk(roots[root], steps)
+            if type(obj) is want[1]:                # the common cases, inline (as the arguments')
+                if not via:
+                    if obj.shape == want[2] and obj.dtype is want[3]:
+                        exts.append((s, obj))
+                        continue
+                elif obj.data.shape == want[2] and obj.data.dtype is want[3] and obj._requires_grad is want[4] \
+                        and obj.grad_fn is None and not _hooked(obj):
+                    exts.append((s, obj.data))
+                    continue
             miss = f"{name}: no longer found" if obj is _GONE else _describe_miss(name, want, obj)
             if miss is None and via and obj.grad_fn is not None:
                 miss = f"{name}: now a tensor with a grad_fn"
@@ -585,7 +659,9 @@ class _Capture:
         for root, steps, name, i in self.leaf_paths:
             if _walk(roots[root], steps) is not leaves[i]:
                 return f"{name}: no longer the tensor passed as {self.names[i]}", []
-        if _alias(leaves + [arr for _, arr in exts]) != self.alias:
+        arrays = [x.data if isinstance(x, Tensor) else x for x in leaves if isinstance(x, (Tensor, ndarray))]
+        arrays += [arr for _, arr in exts]
+        if (len({id(a) for a in arrays}) != len(arrays)) if self.distinct else _alias(arrays) != self.alias:
             return "the arguments share memory differently (the same tensor passed twice?)", []
         for root, steps, name, value in self.value_guards:
             now = _walk(roots[root], steps)
@@ -619,7 +695,17 @@ class _Capture:
             self.run = _generate(self.entries, self.checks,
                                  [o[1] for o in self.outs if o[0] in ("tensor", "array")]
                                  + [w[1] for w in self.grad_writes if w[1] is not None])
-        self.run(vals)
+        if self.drew:             # a miss or a kernel's error after a draw: the generators go back
+            gens = [_random.get_generator(None if g is True else g) for g in self.drew]
+            states = [g.bit_generator.state for g in gens]
+            try:
+                self.run(vals)
+            except Exception:
+                for g, state in zip(gens, states):
+                    g.bit_generator.state = state
+                raise
+        else:
+            self.run(vals)
         grads = {}
         for t, s in targets:           # the writes of a replay: after every check (and the islands')
             if s is None:
@@ -708,16 +794,10 @@ def _post(r: Any, post: Any) -> Any:
 
 def _check(check: tuple, vals: list) -> None:
     _, s, kind, value, where = check
-    now = vals[s].item() if kind == "item" else int(vals[s].__index__())
+    now = vals[s].item() if kind == "item" else bool(vals[s].any()) if kind == "any" else int(vals[s].__index__())
     if not _same(now, value):
-        raise _Miss(f"the value read by .{kind}() at {where}: {now!r} != {value!r}")
-
-
-def _alias(values: list) -> tuple:
-    """Which of the arrays (of the tensors) among ``values`` are one: the first index of each."""
-    arrays = [x.data if isinstance(x, Tensor) else x for x in values if isinstance(x, (Tensor, ndarray))]
-    first: dict[int, int] = {}
-    return tuple(first.setdefault(id(a), i) for i, a in enumerate(arrays))
+        raise _Miss(f"{where}: {now!r} != {value!r}" if kind == "any" else
+                    f"the value read by .{kind}() at {where}: {now!r} != {value!r}")
 
 
 def _flatten_call(args: tuple, kwargs: dict) -> tuple[list, Any]:
@@ -833,7 +913,6 @@ class Compiled:
         scan._function(self.fn, 0)
         rec = _Recorder(leaves, scan)
         rng = np.random.get_state(), random.getstate()
-        gens = [(name, _rng_state(g), g) for g, name in scan.generators]
         with state_scope(recorder=rec):
             out = self.fn(*args, **kwargs)
         self._counts[0] += 1
@@ -843,10 +922,13 @@ class Compiled:
             if random.getstate() != rng[1] or not _same_numpy_state(np.random.get_state(), rng[0]):
                 raise _Refused("it draws from NumPy's or Python's global random generator; pass the "
                                "random values as arguments")
-            for name, before, g in gens:
-                if _rng_state(g) != before:
-                    raise _Refused(f"it draws from the NumPy generator {name}; pass the random values as "
-                                   f"arguments")
+            if _random.default_generator is not rec.default_generator:
+                raise _Refused("it reseeds the default generator (cr.random.manual_seed) inside the step; "
+                               "seed it outside")
+            for g, name, expected in rec.rng_expect.values():
+                if _rng_state(g) != expected:
+                    raise _Refused(f"it draws from the NumPy generator {name} directly; use chainrule's "
+                                   f"random ops (dropout) or pass the random values as arguments")
             rec.finish(out)
             cap = _Capture(rec, leaves, tree, out, state)
         except _Refused as e:

@@ -14,6 +14,7 @@ from chainrule.core._backend import ndarray, np
 from chainrule.core._dtypes import LOW_PRECISION, accumulate
 from chainrule.core._registry import apply, defprim, raw, real_only
 from chainrule.core.errors import ShapeError
+from chainrule.core.grad_mode import STATE
 from chainrule.core.tensor import Tensor
 from chainrule.ops._batching import Batch, batch_axes, expand, set_batch
 from chainrule.ops._batching import reshape as _breshape
@@ -65,10 +66,17 @@ def _softmax_cross_entropy_forward(x: Any, target: Any, reduction: str = "none")
     return np.asarray(total / len(target) if reduction == "mean" else total, dtype=loss.dtype)
 
 
+def _onehot_kernel(like: Any, target: Any) -> Any:
+    out = np.zeros(like.shape, dtype=like.dtype)
+    out[np.arange(len(target)), target] = 1
+    return out
+
+
 def _onehot(target: Any, like: Any) -> Any:
     data = raw(like)
-    out = np.zeros(data.shape, dtype=data.dtype)
-    out[np.arange(len(target)), target] = 1
+    out = _onehot_kernel(data, target)
+    if STATE.recorder is not None:      # cr.compile: a kernel of the targets, taped as one
+        STATE.recorder.on_kernel(_onehot_kernel, (data, target), None, out)
     return out
 
 

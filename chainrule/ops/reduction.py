@@ -15,6 +15,7 @@ from chainrule.core._backend import ndarray, np
 from chainrule.core._dtypes import LOW_PRECISION, accum_dtype, accumulate
 from chainrule.core._registry import apply, defprim, in_graph, no_out, raw
 from chainrule.core._shapes import normalize_axis, reduced_shape
+from chainrule.core.grad_mode import STATE
 from chainrule.ops._batching import batch_axes, set_batch
 from chainrule.ops._batching import reshape as _breshape
 from chainrule.ops.elementwise import (
@@ -97,7 +98,14 @@ def _argmax_share(out: Any, x: Any, axis: Any, keepdims: bool, shape: Any) -> An
     hit = equal(x, expand_reduced(out, shape, axis, keepdims))
     hit = astype(hit, x.dtype)
     # counted in float32 for 16-bit x: a bfloat16 count stops at 256
-    return hit / np.sum(raw(hit), axis=axis, keepdims=True, dtype=accum_dtype(x.dtype))
+    count = _tie_count(raw(hit), axis, accum_dtype(x.dtype))
+    if type(hit) is not ndarray and STATE.recorder is not None:   # cr.compile: tape the count
+        STATE.recorder.on_kernel(_tie_count, (raw(hit),), {"axis": axis, "dtype": accum_dtype(x.dtype)}, count)
+    return hit / count
+
+
+def _tie_count(hit: Any, axis: Any, dtype: Any) -> Any:
+    return np.sum(hit, axis=axis, keepdims=True, dtype=dtype)
 
 
 def _extreme_rules() -> tuple:

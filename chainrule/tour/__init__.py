@@ -6,7 +6,7 @@ import argparse
 import time
 
 # Section modules. Each registers its sections on import; ORDER follows the seeds' storyline.
-from chainrule.tour import core, memory, modes, precision, programs, training  # noqa: F401
+from chainrule.tour import core, memory, modes, precision, programs, speed, training  # noqa: F401
 from chainrule.tour._sections import SECTIONS, Context
 
 
@@ -33,5 +33,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 ORDER = ["graph", "reverse", "modes", "hvp", "activations", "checkpointing", "gradcheck", "training",
-         "graph_picture", "precision", "control-flow", "nan-trap", "implicit", "estimators"]
+         "compile", "graph_picture", "precision", "control-flow", "nan-trap", "implicit", "estimators"]
 SECTIONS.sort(key=lambda s: ORDER.index(s.key) if s.key in ORDER else len(ORDER))

@@ -135,13 +135,37 @@ def test_softmax_cross_entropy_forward_replays():
     replays(lambda x, target: F.cross_entropy(x @ w, target), lambda i: (rand(i, 5, 6), _targets(i)))
 
 
-def test_softmax_cross_entropy_backward_falls_back():
-    # its tensor-mode rule builds the one-hot targets with NumPy (ops/nn.py _onehot): not on the tape
+def test_softmax_cross_entropy_backward_replays():
+    # its rule's one-hot targets are a taped kernel of the targets (ops/nn.py _onehot)
     w = cr.tensor(np.random.default_rng(3).normal(size=(6, 4)))
 
     def f(x, target):
         return cr.value_and_grad(lambda w: F.cross_entropy(x @ w, target))(w)
-    falls_back(f, lambda i: (rand(i, 5, 6), _targets(i)), "not computed by chainrule's ops")
+    replays(f, lambda i: (rand(i, 5, 6), _targets(i)))
+
+
+def test_mlp_cross_entropy_training_step_replays():
+    def run(compiled):
+        cr.random.manual_seed(0)
+        model = cr.nn.Sequential(cr.nn.Linear(6, 16), cr.nn.ReLU(), cr.nn.Linear(16, 4))
+        opt = cr.optim.Adam(model.parameters(), lr=0.01)
+
+        def train_step(x, t):
+            opt.zero_grad()
+            loss = F.cross_entropy(model(x), t)
+            loss.backward()
+            opt.step()
+            return loss.detach()
+        step = cr_compile(train_step) if compiled else train_step
+        losses = [step(rand(i, 5, 6), _targets(i)) for i in range(10)]
+        return [p.data.tobytes() for p in model.parameters()], losses, step
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        weights, losses, step = run(True)
+    ref_weights, ref_losses, _ = run(False)
+    assert weights == ref_weights
+    assert_bitwise(losses, ref_losses)
+    assert step.cache_info() == (2, 8, 0, 1)
 
 
 def test_broadcast_reductions_views_indexing():
@@ -179,12 +203,19 @@ def test_low_precision_replays(dtype):
     replays(f, lambda i: (rand(i, 5).astype(dt), rand(i, 5, seed=1).astype(dt)))
 
 
-def test_hvp_falls_back():
-    # forward mode's single-level push runs the JVP rules on ndarrays (autograd/forward.py), so
-    # NumPy's own operators there (-sin(x)) are not on the tape
-    def f(x, v):
-        return cr.hvp(lambda x: (cr.sin(x) * x).sum(), (x,), (v,))
-    falls_back(f, lambda i: (rand(i, 5), rand(i, 5, seed=1)), "not computed by chainrule's ops")
+def test_hvp_and_jvp_replay():
+    # while a capture runs, forward mode's push runs the JVP rules through ops (autograd/forward.py)
+    replays(lambda x, v: cr.hvp(lambda x: (cr.sin(x) * x).sum(), (x,), (v,)),
+            lambda i: (rand(i, 5), rand(i, 5, seed=1)))
+    replays(lambda x, v: cr.jvp(lambda x: cr.tanh(x) * cr.exp(x), (x,), (v,)),
+            lambda i: (rand(i, 5), rand(i, 5, seed=1)))
+
+
+def test_amax_amin_backward_replays_with_ties():
+    def f(x):
+        return cr.grad(lambda x: (cr.amax(x, axis=1) * cr.amin(x, axis=0).sum()).sum())(x)
+    ties = [np.array([[1.0, 1.0, 0.5], [2.0, 0.0, 2.0]]), np.array([[3.0, 1.0, 3.0], [0.0, 0.0, 0.0]])]
+    replays(f, lambda i: (cr.tensor(ties[i % 2]) if i < 2 else rand(i, 2, 3),))
 
 
 # ----- guards -----
@@ -604,16 +635,91 @@ def test_optimizer_step_with_a_closure_falls_back():
     assert step.cache_info().replays == 0
 
 
-def test_random_falls_back():
+def _dropout_run(compiled, make_gen=None, calls=20):
+    """20 training steps of an MLP with Dropout(0.5), reseeded halfway: (weights, losses, step, state)."""
+    cr.random.manual_seed(0)
+    gen = make_gen() if make_gen else None
+    model = cr.nn.Sequential(cr.nn.Linear(5, 16), cr.nn.ReLU(), cr.nn.Dropout(0.5), cr.nn.Linear(16, 4))
+    opt = cr.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+
+    def train_step(x, t):
+        opt.zero_grad()
+        h = model(x) if gen is None else F.dropout(model(x), 0.25, generator=gen)
+        loss = F.cross_entropy(h, t)
+        loss.backward()
+        opt.step()
+        return loss.detach()
+    step = cr_compile(train_step) if compiled else train_step
+    losses = []
+    for i in range(calls):
+        if i == calls // 2:
+            cr.random.manual_seed(7)                      # seen by the replays (a new default generator)
+        losses.append(step(rand(i, 8, 5), cr.tensor(np.random.default_rng(i).integers(0, 4, 8))))
+    state = (gen or cr.random.default_generator).bit_generator.state
+    return [p.data.tobytes() for p in model.parameters()], losses, step, state
+
+
+@pytest.mark.parametrize("make_gen", [None, lambda: np.random.default_rng(11)], ids=["default", "passed"])
+def test_dropout_training_replays_the_random_stream(make_gen):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        weights, losses, step, state = _dropout_run(True, make_gen)
+    ref_weights, ref_losses, _, ref_state = _dropout_run(False, make_gen)
+    assert weights == ref_weights and state == ref_state
+    assert_bitwise(losses, ref_losses)
+    assert step.cache_info() == (2, 18, 0, 1)
+
+
+def test_draw_then_value_guard_miss_restores_the_stream():
     def f(x):
-        return F.dropout(x, 0.5, training=True) * 2.0
+        y = F.dropout(x, 0.5)
+        return (y * 2.0).detach() if bool(x.sum() > 0) else (y - 1.0).detach()
+    cr.random.manual_seed(1)
     step = cr_compile(f)
-    cr.random.manual_seed(5)
-    with pytest.warns(UserWarning, match="random"):
-        a = [step(rand(0, 8)) for _ in range(3)]
-    cr.random.manual_seed(5)
-    b = [f(rand(0, 8)) for _ in range(3)]
-    assert_bitwise(a, b)
+    xs = [rand(0, 6, lo=0.1), rand(1, 6, lo=0.1), rand(2, 6, lo=-1.0, hi=-0.1), rand(3, 6, lo=0.1)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = [step(x) for x in xs]
+    cr.random.manual_seed(1)
+    assert_bitwise(got, [f(x) for x in xs])
+    assert step.cache_info() == (2, 2, 0, 1)
+
+
+def test_a_generator_passed_as_an_argument_is_drawn_from_at_replay():
+    def f(x, gen):
+        return (F.dropout(x, 0.5, generator=gen) * 3.0).detach()
+    step = cr_compile(f)
+    a, b = np.random.default_rng(4), np.random.default_rng(4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = [step(rand(i, 16), a) for i in range(4)]
+    assert_bitwise(got, [f(rand(i, 16), b) for i in range(4)])
+    assert a.bit_generator.state == b.bit_generator.state and step.cache_info() == (1, 3, 0, 0)
+    step(rand(0, 16), np.random.default_rng(4))
+    assert step.last_miss == "argument 1: a different Generator object"
+
+
+def _draw_falls_back(fn, words):
+    step = cr_compile(fn)
+    cr.random.manual_seed(2)
+    with pytest.warns(UserWarning, match=words):
+        got = [step(rand(i, 8)) for i in range(3)]
+    cr.random.manual_seed(2)
+    assert_bitwise(got, [fn(rand(i, 8)) for i in range(3)])
+    assert step.cache_info() == (1, 0, 2, 0)
+
+
+def test_draws_a_replay_cannot_repeat_fall_back():
+    _draw_falls_back(lambda x: F.dropout(x, 0.5, generator=np.random.default_rng(0)) * 2.0,
+                     "made inside the step")
+    _draw_falls_back(lambda x: F.dropout(x, 0.5) * cr.random.default_generator.random(),
+                     "cr.random.default_generator directly")
+
+    def reseeds(x):
+        cr.random.manual_seed(3)
+        return F.dropout(x, 0.5) * 2.0
+    _draw_falls_back(reseeds, "reseeds")
+    _draw_falls_back(lambda x: x * cr.nn.init.normal_(cr.zeros(8)), "random")
 
 
 @pytest.mark.parametrize("module", [np.random, random])
@@ -679,23 +785,50 @@ def test_tensor_made_inside_the_step_falls_back():
                "not computed by chainrule's ops")
 
 
-def test_value_branching_rule_is_seen_with_a_tensor_seed():
+def test_keeping_zero_rule_replays_with_a_tensor_seed():
     def f(x, seed):
         y = cr.log(x * x + 1.0)
         (g,) = cr.autograd.grad(y, (x,), grad_outputs=(seed,))
         return g
-    falls_back(f, lambda i: (rand(i, 3).requires_grad_(), rand(i, 3, seed=1)), "'log'")
+    replays(f, lambda i: (rand(i, 3).requires_grad_(), rand(i, 3, seed=1)))
 
 
-def test_value_branching_rule_falls_back_unless_safe_zero_is_off():
+def test_keeping_zero_test_is_a_value_guard():
+    # sqrt'(0) = inf meets the zero cotangent where() sends to the untaken branch: 0, not NaN
     def f(x):
-        return cr.grad(lambda x: cr.log(x * x + 1.0).sum())(x)
-    falls_back(f, lambda i: (rand(i, 3),), "'log'")
-    cr.set_safe_zero_cotangents(False)
+        return cr.grad(lambda x: cr.where(x > 0, cr.sqrt(cr.abs(x)) / x.shape[0], 0.0).sum())(x)
+    step = cr_compile(f)
+    xs = [[1.0, 2.0], [3.0, 4.0], [0.0, 1.0], [0.0, 2.0], [1.0, 5.0]]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for v in xs:
+            with np.errstate(all="ignore"):
+                assert_bitwise(step(cr.tensor(v)), f(cr.tensor(v)))
+    assert step.cache_info() == (2, 3, 0, 1)
+    assert step.last_miss == "a zero cotangent meeting an infinite derivative (keeping_zero): True != False"
+    with pytest.raises(CompileError, match="keeping_zero"), np.errstate(all="ignore"):
+        s2 = cr_compile(f, on_miss="error")
+        s2(cr.tensor([1.0, 2.0]))
+        s2(cr.tensor([0.0, 2.0]))
+
+
+@pytest.mark.parametrize("safe_zero", [True, False])
+def test_keeping_zero_rules_replay(safe_zero):
+    def f(x, y):
+        return cr.grad(lambda x, y: (cr.log(x * x + 1.0) / y + cr.sqrt(y) ** 1.5 + x ** 0.5).sum(),
+                       argnums=(0, 1))(x, y)
+    cr.set_safe_zero_cotangents(safe_zero)
     try:
-        replays(f, lambda i: (rand(i, 3),))
+        replays(f, lambda i: (rand(i, 3, lo=0.1), rand(i, 3, lo=0.5, hi=2.0, seed=1)))
     finally:
         cr.set_safe_zero_cotangents(True)
+
+
+def test_power_with_a_tensor_exponent_falls_back():
+    # power's base rule also branches on the exponent's zeros in Python (ops/elementwise.py)
+    def f(x, y):
+        return cr.grad(lambda x: (x ** y).sum())(x)
+    falls_back(f, lambda i: (rand(i, 3, lo=0.5), rand(i, 3, seed=1)), "'power'")
 
 
 def test_rare_states_run_eagerly():
@@ -765,6 +898,18 @@ def test_random_programs():
     _fuzz(25, 0)
 
 
+def test_random_programs_in_forward_mode():
+    # forward mode's nested push (while a capture runs) against eager's plain single-level push
+    rng = np.random.default_rng(5)
+    for p in range(12):
+        run = _program(rng)
+
+        def f(x, y, tx, run=run):
+            return cr.jvp(lambda x: run(x, y), (x,), (tx,))
+        replays(f, lambda i, p=p: (rand(i, 3, 3, seed=3 * p), rand(i, 3, 3, seed=3 * p + 1),
+                                   rand(i, 3, 3, seed=3 * p + 2)), calls=3)
+
+
 @pytest.mark.slow
 def test_random_programs_long():
     _fuzz(400, 1)
@@ -802,3 +947,23 @@ def test_a_draw_from_a_reachable_numpy_generator_runs_eagerly():
     compiled(cr.tensor([1.0]))                      # eager: the stream moves on
     assert rng.bit_generator.state != first
     assert compiled.cache_info().eager_runs == 1 and compiled.cache_info().replays == 0
+
+
+def test_a_step_through_training_mode_batch_norm_runs_eagerly():
+    # batch_norm_train's plain backward (in place, on ndarrays) and its rules in ops round differently
+    # (1 ulp): a replay of the rules could not be bitwise eager's, so the step is refused
+    bn = cr.nn.BatchNorm2d(3, track_running_stats=False, dtype=cr.float64).requires_grad_(False)
+
+    def step(x):
+        value, g = cr.value_and_grad(lambda v: (bn(v) ** 3).sum())(x)
+        return value.detach(), g
+
+    compiled = cr.compile(step)
+    rng = np.random.default_rng(0)
+    with pytest.warns(UserWarning, match="batch_norm_train"):
+        compiled(cr.tensor(rng.normal(size=(4, 3, 2, 2))))
+    for _ in range(2):
+        x = cr.tensor(rng.normal(size=(4, 3, 2, 2)))
+        (a, ga), (b, gb) = compiled(x), step(x)
+        assert a.data.tobytes() == b.data.tobytes() and ga.data.tobytes() == gb.data.tobytes()
+    assert compiled.cache_info().replays == 0 and compiled.cache_info().eager_runs == 2

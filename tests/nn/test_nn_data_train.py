@@ -218,3 +218,31 @@ def test_to_dot_escapes_custom_function_names():
     dot = viz.to_dot(Odd.apply(x).sum())
     assert all(_valid_dot_line(line) for line in dot.splitlines())
     assert 'Odd\\"\\\\' in dot
+
+
+@pytest.mark.parametrize("kind", ["mlp", "cnn"])
+def test_compiled_training_gives_bitwise_the_same_weights(kind):
+    x_tr, y_tr, x_te, y_te, n_features, n_classes = train.prepare(None, kind, seed=0)
+
+    def run(step):
+        model = train.build_model(kind, n_features, n_classes, generator=np.random.default_rng(0))
+        opt = cr.optim.Adam(model.parameters(), lr=3e-3)
+        scheduler = cr.optim.CosineAnnealingLR(opt, T_max=3)
+        loader = data.DataLoader(x_tr[:200], y_tr[:200], 32)          # 7 batches, the last of 8
+        hist = train.fit(model, opt, loader, x_te[:50], y_te[:50], 2, step=step, scheduler=scheduler,
+                         progress=False, log=lambda s: None)
+        return [p.data.tobytes() for p in model.parameters()], hist
+    compiled = train.CompiledStep()
+    got, ref = run(compiled), run(train.train_step)
+    assert got == ref
+    # per epoch (a new learning rate): a capture, 5 replays, the last batch's capture (the first
+    # epoch's first capture starts from no .grad)
+    assert compiled.compiled.cache_info() == (5, 9, 0, 4)
+
+
+def test_train_command_compile_prints_eager_and_compiled_epoch_times(capsys):
+    assert cli(["train", "--epochs", "1", "--quiet", "--compile"]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"epoch time: eager [\d.]+ s, compiled [\d.]+ s", out) and "replays=" in out
+    with pytest.raises(SystemExit):
+        cli(["train", "--compile", "--precision", "bf16"])

@@ -18,6 +18,7 @@ from chainrule.core._backend import np
 from chainrule.core._dtypes import is_floating
 from chainrule.core.batched import batch_chain, physical, rebatch
 from chainrule.core.errors import DTypeError, ShapeError
+from chainrule.core.grad_mode import STATE
 from chainrule.core.tensor import Tensor
 from chainrule.nn.functional.conv import _ntuple
 from chainrule.numpy import raw
@@ -112,8 +113,16 @@ def _take_planes(x: Any, index: Any, per_plane: bool = False) -> Any:
         flat = rebatch(flat.reshape(lead + (-1,)), chain)
     else:
         rest = index.shape[2:] if per_plane else index.shape
-        flat = _in_planes(nc, size, index.reshape((nc,) + rest) if per_plane else index, len(rest)).ravel()
+        flat = _flat_planes(index, nc, size, per_plane)
+        if STATE.recorder is not None:      # cr.compile: the planes' offsets are a kernel of the index
+            STATE.recorder.on_kernel(_flat_planes, (index,), {"nc": nc, "size": size, "per_plane": per_plane},
+                                     flat)
     return ops.reshape(ops.getitem(ops.ravel(x), flat), shape[:2] + rest)
+
+
+def _flat_planes(index: Any, nc: int, size: int, per_plane: bool) -> Any:
+    rest = index.shape[2:] if per_plane else index.shape
+    return _in_planes(nc, size, index.reshape((nc,) + rest) if per_plane else index, len(rest)).ravel()
 
 
 def _in_planes(nc: int, size: int, index: Any, rest: int) -> Any:
@@ -231,8 +240,11 @@ def _max_pool(x: Any, d: int, kernel_size: Any, stride: Any, padding: Any, dilat
     out = _geometry(tuple(np.shape(raw(x)))[2:], k, s, p, dil, ceil_mode, who)
     v, chain = _physical_values(x)
     index, empty = _window_max_index(v, k, s, p, dil, out)
+    rec = STATE.recorder
+    if rec is not None:                     # cr.compile: the window search is one kernel of the values
+        rec.on_kernel(_window_max_index, (v,), {"k": k, "s": s, "p": p, "dil": dil, "out": out}, (index, empty))
     y, index_t = _gather_max(x, index, chain)
-    if empty.any():
+    if empty.any() if rec is None else rec.on_condition(empty, "max pooling's empty windows"):
         y = ops.where(empty, np.array(_lowest(v.dtype), dtype=v.dtype), y)
     y = _unbatch(y, unbatched)
     return (y, _unbatch(index_t, unbatched)) if return_indices else y
