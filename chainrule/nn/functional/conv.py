@@ -49,7 +49,9 @@ def _conv_padding(who: str, padding: Any, kernel: tuple, stride: tuple, dilation
     return tuple((i, i) for i in p)
 
 
-def _check_input(who: str, nd: int, x: Any, weight: Any) -> tuple:
+def _prepare(who: str, nd: int, x: Any, weight: Any, stride: Any, dilation: Any) -> tuple:
+    """The shapes checked; ``x`` with a batch axis (an unbatched ``(C, *S)`` input gets N=1), the input's
+    and the weight's shapes, whether the input had none, and stride and dilation as ``nd``-tuples."""
     xs, ws = tuple(np.shape(raw(x))), tuple(np.shape(raw(weight)))
     if len(ws) != nd + 2:
         raise ShapeError(f"{who}: the weight must have {nd + 2} dimensions (out, in/groups, *kernel), got "
@@ -57,7 +59,13 @@ def _check_input(who: str, nd: int, x: Any, weight: Any) -> tuple:
     if len(xs) not in (nd + 1, nd + 2):
         raise ShapeError(f"{who}: expected input of shape (N, C, {', '.join(('L', 'HW', 'DHW')[nd - 1])}) "
                          f"or unbatched (C, ...), got {xs}; add axes with x.reshape")
-    return xs, ws
+    unbatched = len(xs) == nd + 1
+    if unbatched:
+        x = ops.reshape(x, (1,) + xs)
+    stride, dilation = _ntuple(stride, nd, who, "stride"), _ntuple(dilation, nd, who, "dilation")
+    if min(stride) < 1 or min(dilation) < 1:
+        raise ValueError(f"{who}: stride {stride} and dilation {dilation} must be positive")
+    return x, xs, ws, unbatched, stride, dilation
 
 
 def _spatial_positive(who: str, sizes: tuple, xs: tuple, extents: tuple, kernel: tuple) -> None:
@@ -78,10 +86,7 @@ def _add_bias(who: str, out: Any, bias: Any, nd: int) -> Any:
 
 def _convnd(who: str, nd: int, x: Any, weight: Any, bias: Any, stride: Any, padding: Any, dilation: Any,
             groups: int) -> Any:
-    xs, ws = _check_input(who, nd, x, weight)
-    unbatched = len(xs) == nd + 1
-    if unbatched:
-        x = ops.reshape(x, (1,) + xs)
+    x, xs, ws, unbatched, stride, dilation = _prepare(who, nd, x, weight, stride, dilation)
     shape = tuple(np.shape(raw(x)))
     groups = int(groups)
     if groups < 1 or ws[0] % groups:
@@ -92,9 +97,6 @@ def _convnd(who: str, nd: int, x: Any, weight: Any, bias: Any, stride: Any, padd
                          f"{ws[1] * groups} channels, but got {shape[1]}; set in_channels={shape[1]} (or "
                          f"reshape the input)")
     kernel = ws[2:]
-    stride, dilation = _ntuple(stride, nd, who, "stride"), _ntuple(dilation, nd, who, "dilation")
-    if min(stride) < 1 or min(dilation) < 1:
-        raise ValueError(f"{who}: stride {stride} and dilation {dilation} must be positive")
     pads = _conv_padding(who, padding, kernel, stride, dilation)
     extents = tuple(d * (k - 1) + 1 for k, d in zip(kernel, dilation))
     sizes = tuple(s + lo + hi for s, (lo, hi) in zip(shape[2:], pads))
@@ -108,10 +110,7 @@ def _convnd(who: str, nd: int, x: Any, weight: Any, bias: Any, stride: Any, padd
 
 def _conv_transposend(who: str, nd: int, x: Any, weight: Any, bias: Any, stride: Any, padding: Any,
                       output_padding: Any, groups: int, dilation: Any) -> Any:
-    xs, ws = _check_input(who, nd, x, weight)
-    unbatched = len(xs) == nd + 1
-    if unbatched:
-        x = ops.reshape(x, (1,) + xs)
+    x, xs, ws, unbatched, stride, dilation = _prepare(who, nd, x, weight, stride, dilation)
     shape = tuple(np.shape(raw(x)))
     groups = int(groups)
     if groups < 1 or ws[0] % groups:
@@ -121,9 +120,6 @@ def _conv_transposend(who: str, nd: int, x: Any, weight: Any, bias: Any, stride:
         raise ShapeError(f"{who}: weight of size {ws} (in, out/groups, *kernel) expects input {xs} to have "
                          f"{ws[0]} channels, but got {shape[1]}; set in_channels={shape[1]}")
     kernel = ws[2:]
-    stride, dilation = _ntuple(stride, nd, who, "stride"), _ntuple(dilation, nd, who, "dilation")
-    if min(stride) < 1 or min(dilation) < 1:
-        raise ValueError(f"{who}: stride {stride} and dilation {dilation} must be positive")
     if isinstance(padding, str):
         raise ValueError(f"{who}: padding must be an int or {nd} ints (no 'same' or 'valid' for transposed "
                          f"convolutions), got {padding!r}")
