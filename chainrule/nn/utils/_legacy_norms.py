@@ -91,7 +91,15 @@ def _remove_hook(module: Module, kind: type, name: str, who: str) -> None:
 
 
 def remove_weight_norm(module: Module, name: str = "weight") -> Module:
-    """Undo ``weight_norm``: ``<name>`` becomes a parameter again, holding ``g * v / ||v||``."""
+    """Undo ``weight_norm``: ``<name>`` becomes a parameter again, holding ``g * v / ||v||``.
+
+    >>> import warnings, chainrule as cr
+    >>> with warnings.catch_warnings():
+    ...     warnings.simplefilter("ignore")             # torch's FutureWarning for the old form
+    ...     m = cr.nn.utils.weight_norm(cr.nn.Linear(3, 2))
+    >>> sorted(cr.nn.utils.remove_weight_norm(m).state_dict())
+    ['bias', 'weight']
+    """
     _remove_hook(module, WeightNorm, name, "remove_weight_norm")
     return module
 
@@ -175,6 +183,12 @@ def spectral_norm(module: Module, name: str = "weight", n_power_iterations: int 
 
 
 def remove_spectral_norm(module: Module, name: str = "weight") -> Module:
-    """Undo ``spectral_norm``: ``<name>`` becomes a parameter again, holding ``<name>_orig / sigma``."""
+    """Undo ``spectral_norm``: ``<name>`` becomes a parameter again, holding ``<name>_orig / sigma``.
+
+    >>> import chainrule as cr
+    >>> m = cr.nn.utils.spectral_norm(cr.nn.Linear(3, 2))
+    >>> sorted(cr.nn.utils.remove_spectral_norm(m).state_dict())
+    ['bias', 'weight']
+    """
     _remove_hook(module, SpectralNorm, name, "remove_spectral_norm")
     return module

@@ -367,7 +367,16 @@ def type_before_parametrizations(module: Module) -> type:
 def transfer_parametrizations_and_params(from_module: Module, to_module: Module,
                                          tensor_name: str | None = None) -> Module:
     """Register ``from_module``'s parametrizations (of ``tensor_name``, or all) on ``to_module`` too, sharing
-    the same parametrization modules and originals, as torch's function of that name. Returns ``to_module``."""
+    the same parametrization modules and originals, as torch's function of that name. Returns ``to_module``.
+
+    >>> import chainrule as cr
+    >>> from chainrule.nn.utils import parametrize, parametrizations
+    >>> a = parametrizations.weight_norm(cr.nn.Linear(3, 2))
+    >>> b = parametrize.transfer_parametrizations_and_params(a, cr.nn.Linear(3, 2))
+    >>> wa, wb = a.parametrizations.weight, b.parametrizations.weight
+    >>> parametrize.is_parametrized(b, "weight"), wb.original0 is wa.original0
+    (True, True)
+    """
     if not is_parametrized(from_module):
         return to_module
     names = list(from_module.parametrizations) if tensor_name is None else [tensor_name]
