@@ -266,4 +266,13 @@ def _name_of(code: Any, module: str, owner: Any) -> str:
 
 class CompileError(ChainruleError):
     """``cr.compile(fn, on_miss="error")``: a call whose guards do not match any capture (the message
-    names the guard, e.g. ``argument 0: shape (32, 784) != (64, 784)``)."""
+    names the guard, e.g. ``argument 0: shape (32, 784) != (64, 784)``).
+
+    >>> import chainrule as cr
+    >>> def double(x):
+    ...     return x * 2.0
+    >>> step = cr.compile(double, on_miss="error")
+    >>> _ = step(cr.ones(2)); step(cr.ones(3))
+    Traceback (most recent call last):
+    chainrule.core.errors.CompileError: cr.compile(double): no capture matches this call: argument 0: shape (3,) != (2,)
+    """
