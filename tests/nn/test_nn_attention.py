@@ -10,8 +10,8 @@ from chainrule.errors import ShapeError
 from chainrule.nn.attention import MultiheadAttention
 from chainrule.nn.functional.attention import multi_head_attention_forward, scaled_dot_product_attention
 from chainrule.utils.viz import nodes
+from tests.nn.torch_parity import close, load_torch
 
-RTOL, ATOL = 1e-10, 1e-12
 # torch's own notes on mixing mask kinds and on its nested-tensor fast path (these tests mix on purpose)
 pytestmark = [pytest.mark.filterwarnings("ignore:Support for mismatched:UserWarning"),
               pytest.mark.filterwarnings("ignore:enable_nested_tensor is True:UserWarning")]
@@ -19,20 +19,6 @@ pytestmark = [pytest.mark.filterwarnings("ignore:Support for mismatched:UserWarn
 
 def t64(rng, *shape):
     return cr.tensor(rng.normal(size=shape), dtype=cr.float64, requires_grad=True)
-
-
-def _close(ours, theirs, what):
-    theirs = theirs.detach().numpy() if hasattr(theirs, "detach") else np.asarray(theirs)
-    np.testing.assert_allclose(np.asarray(ours.data), theirs, rtol=RTOL, atol=ATOL, err_msg=what)
-
-
-def _load_torch(ours, theirs):
-    """Copy torch's weights into ours after checking the keys (and their order) and shapes agree."""
-    sd = {k: v.detach().numpy() for k, v in theirs.state_dict().items()}
-    mine = ours.state_dict()
-    assert list(mine) == list(sd)
-    assert {k: tuple(v.shape) for k, v in mine.items()} == {k: v.shape for k, v in sd.items()}
-    ours.load_state_dict(sd)
 
 
 def _check_against_torch(torch, ours, theirs, inputs, call_ours, call_theirs, rng):
@@ -45,17 +31,17 @@ def _check_against_torch(torch, ours, theirs, inputs, call_ours, call_theirs, rn
     gs = [rng.normal(size=tuple(o.shape)) for o in to]
     for i, (a, b) in enumerate(zip(co, to)):
         assert tuple(a.shape) == tuple(b.shape)
-        _close(a, b, f"output {i}")
+        close(a, b, f"output {i}")
     sum(((a * g).sum() for a, g in zip(co, gs)), cr.tensor(0.0, dtype=cr.float64)).backward()
     sum((b * torch.tensor(g)).sum() for b, g in zip(to, gs)).backward()
     for i, (a, b) in enumerate(zip(ci, ti)):
         if b.grad is None:
             assert a.grad is None or not np.any(a.grad.data), f"input {i}"
         else:
-            _close(a.grad, b.grad, f"input grad {i}")
+            close(a.grad, b.grad, f"input grad {i}")
     theirs_p = dict(theirs.named_parameters())
     for name, p in ours.named_parameters():
-        _close(p.grad, theirs_p[name].grad, f"grad of {name}")
+        close(p.grad, theirs_p[name].grad, f"grad of {name}")
     return co
 
 
@@ -88,12 +74,12 @@ def test_sdpa_matches_torch(rng, case):
     theirs = [torch.tensor(a, requires_grad=True) for a in arrays]
     out = scaled_dot_product_attention(*ours, **c["kw"])
     ref = torch.nn.functional.scaled_dot_product_attention(*theirs, **c["kw"])
-    _close(out, ref, "output")
+    close(out, ref, "output")
     g = rng.normal(size=tuple(ref.shape))
     (out * g).sum().backward()
     (ref * torch.tensor(g)).sum().backward()
     for a, b, n in zip(ours, theirs, "qkv"):
-        _close(a.grad, b.grad, f"d{n}")
+        close(a.grad, b.grad, f"d{n}")
 
 
 @pytest.mark.parametrize("kind", ["bool", "float", "bool_broadcast", "float_grad"])
@@ -111,14 +97,14 @@ def test_sdpa_masks_match_torch(rng, kind):
         if kind == "float_grad" else (mask, torch.tensor(mask))
     out = scaled_dot_product_attention(*ours, attn_mask=cm)
     ref = torch.nn.functional.scaled_dot_product_attention(*theirs, attn_mask=tm)
-    _close(out, ref, "output")
+    close(out, ref, "output")
     g = rng.normal(size=tuple(ref.shape))
     (out * g).sum().backward()
     (ref * torch.tensor(g)).sum().backward()
     for a, b in zip(ours, theirs):
-        _close(a.grad, b.grad, "input grad")
+        close(a.grad, b.grad, "input grad")
     if kind == "float_grad":
-        _close(cm.grad, tm.grad, "mask grad")
+        close(cm.grad, tm.grad, "mask grad")
 
 
 def test_sdpa_bool_mask_polarity_true_takes_part():
@@ -261,7 +247,7 @@ def test_mha_matches_torch(rng, case, mode):
     dropout = 0.0 if mode == "train" else 0.3                 # eval switches attention dropout off
     theirs = torch.nn.MultiheadAttention(E, H, dropout=dropout, **mod_kw).double()
     ours = MultiheadAttention(E, H, dropout=dropout, dtype=cr.float64, **mod_kw)
-    _load_torch(ours, theirs)
+    load_torch(ours, theirs)
     ours.train(mode == "train")
     theirs.train(mode == "train")
     kdim, vdim = mod_kw.get("kdim", E), mod_kw.get("vdim", E)
@@ -297,8 +283,8 @@ def test_mha_function_static_kv_matches_torch(rng):
         return f(x, x, x, E, H, w, b, None, None, False, 0.0, ow, ob, static_k=sk, static_v=sv)
     co, cw = run(multi_head_attention_forward, *ours)
     to, tw = run(torch.nn.functional.multi_head_attention_forward, *theirs)
-    _close(co, to, "output")
-    _close(cw, tw, "weights")
+    close(co, to, "output")
+    close(cw, tw, "weights")
     g = rng.normal(size=co.shape)
     (co * g).sum().backward()
     (to * torch.tensor(g)).sum().backward()
@@ -306,7 +292,7 @@ def test_mha_function_static_kv_matches_torch(rng):
         if t.grad is None:
             assert a.grad is None or not np.any(a.grad.data), f"input {i}"
         else:
-            _close(a.grad, t.grad, f"grad {i}")
+            close(a.grad, t.grad, f"grad {i}")
     with pytest.raises(ShapeError, match=r"static_k must be \(N \* num_heads, S, head_dim\) = \(4, S, 3\)"):
         run(multi_head_attention_forward, *ours[:1], cr.ones((2, S, 3)), *ours[2:])
 

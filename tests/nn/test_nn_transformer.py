@@ -18,25 +18,12 @@ from chainrule.nn.transformer import (
     TransformerEncoder,
     TransformerEncoderLayer,
 )
+from tests.nn.torch_parity import close, load_torch
 
-RTOL, ATOL = 1e-10, 1e-12
 # torch's own notes on mixing mask kinds and on its nested-tensor fast path (these tests mix on purpose)
 pytestmark = [pytest.mark.filterwarnings("ignore:Support for mismatched:UserWarning"),
               pytest.mark.filterwarnings("ignore:enable_nested_tensor is True:UserWarning")]
 D, H, FF = 6, 2, 10
-
-
-def _close(ours, theirs, what):
-    theirs = theirs.detach().numpy() if hasattr(theirs, "detach") else np.asarray(theirs)
-    np.testing.assert_allclose(np.asarray(ours.data), theirs, rtol=RTOL, atol=ATOL, err_msg=what)
-
-
-def _load_torch(ours, theirs):
-    sd = {k: v.detach().numpy() for k, v in theirs.state_dict().items()}
-    mine = ours.state_dict()
-    assert list(mine) == list(sd)
-    assert {k: tuple(v.shape) for k, v in mine.items()} == {k: v.shape for k, v in sd.items()}
-    ours.load_state_dict(sd)
 
 
 def _check(torch, ours, theirs, inputs, call_ours, call_theirs, rng):
@@ -45,23 +32,23 @@ def _check(torch, ours, theirs, inputs, call_ours, call_theirs, rng):
     ti = [torch.tensor(a, requires_grad=True) for a in inputs]
     co, to = call_ours(ours, *ci), call_theirs(theirs, *ti)
     assert tuple(co.shape) == tuple(to.shape)
-    _close(co, to, "output")
+    close(co, to, "output")
     g = rng.normal(size=tuple(to.shape))
     (co * g).sum().backward()
     (to * torch.tensor(g)).sum().backward()
     for i, (a, b) in enumerate(zip(ci, ti)):
-        _close(a.grad, b.grad, f"input grad {i}")
+        close(a.grad, b.grad, f"input grad {i}")
     theirs_p = dict(theirs.named_parameters())
     assert sorted(n for n, _ in ours.named_parameters()) == sorted(theirs_p)
     for name, p in ours.named_parameters():
-        _close(p.grad, theirs_p[name].grad, f"grad of {name}")
+        close(p.grad, theirs_p[name].grad, f"grad of {name}")
 
 
 def _pair(torch, cls_ours, cls_theirs, *args, mode="train", **kwargs):
     dropout = 0.0 if mode == "train" else 0.2                  # eval switches dropout off
     theirs = cls_theirs(*args, dropout=dropout, **kwargs).double()
     ours = cls_ours(*args, dropout=dropout, dtype=cr.float64, **kwargs)
-    _load_torch(ours, theirs)
+    load_torch(ours, theirs)
     ours.train(mode == "train")
     theirs.train(mode == "train")
     return ours, theirs
@@ -219,7 +206,7 @@ def test_encoder_layer_matches_torch(rng, case, mode):
     dropout = 0.0 if mode == "train" else 0.2
     theirs = torch.nn.TransformerEncoderLayer(D, H, FF, dropout=dropout, **tk).double()
     ours = TransformerEncoderLayer(D, H, FF, dropout=dropout, dtype=cr.float64, **ok)
-    _load_torch(ours, theirs)
+    load_torch(ours, theirs)
     ours.train(mode == "train")
     theirs.train(mode == "train")
     S = 5
@@ -241,7 +228,7 @@ def test_decoder_layer_matches_torch(rng, case, mode):
     dropout = 0.0 if mode == "train" else 0.2
     theirs = torch.nn.TransformerDecoderLayer(D, H, FF, dropout=dropout, **tk).double()
     ours = TransformerDecoderLayer(D, H, FF, dropout=dropout, dtype=cr.float64, **ok)
-    _load_torch(ours, theirs)
+    load_torch(ours, theirs)
     ours.train(mode == "train")
     theirs.train(mode == "train")
     T, S = 4, 5
@@ -273,7 +260,7 @@ def test_encoder_and_decoder_stacks_match_torch(rng, mode, batch_first):
     dec = TransformerDecoder(TransformerDecoderLayer(D, H, FF, dropout, batch_first=batch_first, norm_first=True,
                                                      dtype=cr.float64), 2)
     for ours, theirs in ((enc, enc_t), (dec, dec_t)):
-        _load_torch(ours, theirs)
+        load_torch(ours, theirs)
         ours.train(mode == "train")
         theirs.train(mode == "train")
     S, T, N = 5, 3, 2
@@ -324,7 +311,7 @@ def test_training_steps_track_torch(rng):
                 p.data[...] -= 0.1 * p.grad.data
                 tp[name] -= 0.1 * tp[name].grad
     for name, p in ours.named_parameters():
-        _close(p, tp[name], name)
+        close(p, tp[name], name)
 
 
 # ----- second order -----
