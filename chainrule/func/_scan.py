@@ -72,6 +72,10 @@ class _Scan:
         if isinstance(obj, (list, tuple)) or (isinstance(obj, dict) and obj
                                               and all(isinstance(k, _SCALARS) for k in obj)):
             self.values.append((root, steps + ((None, "len"),), f"len({name})", len(obj)))
+        through = getattr(type(obj), "_scan_through", None)
+        if through is not None:          # a compiled step: its function is what it reads, not its cache
+            self._visit(getattr(obj, through), root, steps + ((True, through),), f"{name}.{through}", depth + 1)
+            return
         d = getattr(obj, "__dict__", None)
         if isinstance(obj, Tensor):
             self.tensors.setdefault(id(obj), (obj, root, steps, name,

@@ -833,6 +833,8 @@ _RARE_FEATURES = (("vmap_levels", "inside cr.vmap"), ("fw_levels", "inside forwa
 class Compiled:
     """A step compiled by ``cr.compile``: call it as the function it wraps."""
 
+    _scan_through = "fn"           # what a scan of another step finds here: the function, not the cache
+
     def __init__(self, fn: Callable, max_captures: int, on_miss: str) -> None:
         if on_miss not in ("recapture", "error"):
             raise ValueError(f"cr.compile: on_miss must be 'recapture' or 'error', got {on_miss!r}")

@@ -967,3 +967,23 @@ def test_a_step_through_training_mode_batch_norm_runs_eagerly():
         (a, ga), (b, gb) = compiled(x), step(x)
         assert a.data.tobytes() == b.data.tobytes() and ga.data.tobytes() == gb.data.tobytes()
     assert compiled.cache_info().replays == 0 and compiled.cache_info().eager_runs == 2
+
+
+def test_a_compiled_step_named_like_an_attribute_it_calls_still_replays():
+    # `opt.step()` puts "step" in the code's names; the global `step` is the compiled step itself,
+    # whose counters change on every call: the scan must not take them for the user's state
+    src = ("def step(x):\n    opt.zero_grad()\n    loss = ((w * x) ** 2).sum()\n    loss.backward()\n"
+           "    opt.step()\n    return loss.detach()\n")
+    runs = []
+    for compiled in (True, False):
+        w = cr.tensor(np.ones(3), requires_grad=True)
+        g = {"w": w, "opt": cr.optim.SGD([w], lr=0.1)}
+        exec(src, g)
+        if compiled:
+            g["step"] = cr.compile(g["step"])
+        runs.append(([g["step"](cr.tensor(np.full(3, float(i)))).data for i in range(1, 5)], w.data))
+        if compiled:
+            assert g["step"].cache_info().replays >= 2, g["step"].last_miss
+    (got, w_got), (want, w_want) = runs
+    assert all(np.array_equal(a, b) for a, b in zip(got, want))
+    np.testing.assert_array_equal(w_got, w_want)
