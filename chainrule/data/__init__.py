@@ -1,9 +1,13 @@
-"""Datasets: the embedded UCI digits, user ``.npz``/``.csv`` files, a seeded batch iterator, and a
-sampler that splits a dataset's indices among data-parallel replicas."""
+"""Datasets: the embedded UCI digits and *The Devil's Dictionary* (a character corpus), user
+``.npz``/``.csv`` files, a seeded batch iterator, and a sampler that splits a dataset's indices
+among data-parallel replicas."""
 from __future__ import annotations
 
+import functools
+import gzip
 import math
 import os
+import re
 from typing import Any, Iterable, Iterator
 
 from chainrule.core._backend import np
@@ -14,6 +18,7 @@ from chainrule.core.tensor import Tensor
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 DIGITS_PATH = os.path.join(_HERE, "digits.npz")
+DEVILS_DICTIONARY_PATH = os.path.join(_HERE, "devils_dictionary.txt.gz")
 
 
 class DataError(ChainruleError, ValueError):
@@ -248,3 +253,191 @@ class DistributedSampler:
         else:
             indices = indices[:self.total_size]
         return iter(indices[self.rank:self.total_size:self.num_replicas])
+
+
+@functools.cache
+def load_devils_dictionary() -> str:
+    """Ambrose Bierce's *The Devil's Dictionary* (1911, public domain): 380,575 ASCII characters,
+    999 entries, read (once, then cached) from the gzipped file shipped with chainrule.
+
+    Source and what was cleaned (trailing spaces, section letters, end marks):
+    ``chainrule/data/README.txt``.
+
+    >>> import chainrule as cr
+    >>> text = cr.data.load_devils_dictionary()
+    >>> len(text), text[:31]
+    (380575, 'ABASEMENT, n.  A decent and cus')
+    """
+    with gzip.open(DEVILS_DICTIONARY_PATH, "rb") as f:
+        return f.read().decode("ascii")
+
+
+# the dictionary's headwords open a paragraph with a capital; an entry's verse is indented and its
+# prose continued after a quotation starts in lower case, so neither starts a new entry
+_ENTRY_START = re.compile(r"\n\n[A-Z]")
+_SPLITS = ("train", "val")
+
+
+class CharCorpus:
+    """A text as a character-level language-modelling data set: a sorted character vocabulary, and
+    a train/validation split by entry, each split the ids of its entries concatenated in text order.
+
+    An entry starts at the text's start and at every paragraph that opens with a capital letter
+    after a blank line (the dictionary's headwords), and runs up to the next one, its trailing
+    blank line included.
+
+    The entries are shuffled with ``np.random.default_rng(seed)`` and ``round(val_fraction * n)``
+    of them go to validation; every character lands in exactly one split. The vocabulary is the
+    whole text's, so the validation split has no unknown characters.
+
+    >>> import chainrule as cr
+    >>> corpus = cr.data.CharCorpus.devils_dictionary(val_fraction=0.1, seed=0)
+    >>> len(corpus.vocab), corpus.entries, len(corpus.train) + len(corpus.val)
+    (81, (899, 100), 380575)
+    >>> x, y = corpus.batch("train", batch_size=4, n_ctx=16)
+    >>> x.shape, bool((x.data[:, 1:] == y.data[:, :-1]).all())
+    ((4, 16), True)
+    """
+
+    def __init__(self, text: str, val_fraction: float = 0.1, seed: int = 0) -> None:
+        if not isinstance(text, str) or not text:
+            raise DataError(f"CharCorpus: text must be a non-empty str, got {type(text).__name__} "
+                            f"of length {len(text) if hasattr(text, '__len__') else '?'}")
+        if not 0 <= val_fraction < 1:
+            raise DataError(f"CharCorpus: val_fraction must be in [0, 1), got {val_fraction}")
+        codes = np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32)
+        present = np.flatnonzero(np.bincount(codes))
+        self.vocab: tuple[str, ...] = tuple(map(chr, present.tolist()))
+        self._codes = present.astype(np.uint32)                        # id -> code point
+        self._lut = np.full(int(present[-1]) + 1, -1, dtype=np.int64)   # code point -> id, -1: not in vocab
+        self._lut[present] = np.arange(len(present))
+        ids = self._lut[codes]
+
+        starts = [0] + [m.start() + 2 for m in _ENTRY_START.finditer(text)] + [len(text)]
+        bounds = np.array(starts)
+        n = len(bounds) - 1
+        n_val = int(round(val_fraction * n))
+        if n - n_val < 1:
+            raise DataError(f"CharCorpus: val_fraction={val_fraction} of the text's {n} entries leaves none "
+                            f"for training: use a smaller val_fraction or a text with more entries")
+        is_val = np.zeros(n, dtype=bool)
+        is_val[np.random.default_rng(seed).permutation(n)[:n_val]] = True
+        char_is_val = np.repeat(is_val, np.diff(bounds))
+        self.train: np.ndarray = ids[~char_is_val]
+        self.val: np.ndarray = ids[char_is_val]
+        self.entries: tuple[int, int] = (n - n_val, n_val)
+
+    @classmethod
+    def devils_dictionary(cls, val_fraction: float = 0.1, seed: int = 0) -> CharCorpus:
+        """``CharCorpus(load_devils_dictionary(), val_fraction, seed)``.
+
+        >>> import chainrule as cr
+        >>> cr.data.CharCorpus.devils_dictionary(val_fraction=0.2, seed=1).entries
+        (799, 200)
+        """
+        return cls(load_devils_dictionary(), val_fraction, seed)
+
+    def __repr__(self) -> str:
+        return (f"CharCorpus(vocab={len(self.vocab)}, train={len(self.train)} chars, val={len(self.val)} "
+                f"chars, entries={self.entries})")
+
+    def encode(self, text: str) -> np.ndarray:
+        """The ids (int64) of ``text``'s characters.
+
+        >>> import chainrule as cr
+        >>> corpus = cr.data.CharCorpus("ba\\n\\nab\\n\\n")
+        >>> corpus.vocab, corpus.encode("abba").tolist()
+        (('\\n', 'a', 'b'), [1, 2, 2, 1])
+        """
+        if not isinstance(text, str):
+            raise DataError(f"CharCorpus.encode: text must be a str, got {type(text).__name__}; "
+                            f"to turn ids back into text use corpus.decode")
+        codes = np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32).astype(np.int64)
+        ids = self._lut[np.minimum(codes, len(self._lut) - 1)]
+        unknown = (ids < 0) | (codes >= len(self._lut))
+        if unknown.any():
+            missing = sorted({text[i] for i in np.flatnonzero(unknown)[:1000].tolist()})
+            raise DataError(f"CharCorpus.encode: characters {''.join(missing)!r} (e.g. at position "
+                            f"{int(np.argmax(unknown))}) are not in the corpus' vocabulary of {len(self.vocab)} "
+                            f"characters; remove or replace them (the vocabulary is corpus.vocab)")
+        return ids
+
+    def decode(self, ids: Any) -> str:
+        """The text of a 1-d sequence of ids (an array, a list or a Tensor).
+
+        >>> import chainrule as cr
+        >>> corpus = cr.data.CharCorpus.devils_dictionary()
+        >>> corpus.decode(corpus.encode("Devil")), corpus.decode(cr.tensor([4, 0]))
+        ('Devil', '$\\n')
+        """
+        arr = np.asarray(ids.data if isinstance(ids, Tensor) else ids)
+        if arr.size == 0:
+            return ""
+        if arr.ndim > 1 or arr.dtype.kind not in "iu":
+            raise DataError(f"CharCorpus.decode: ids must be a 1-d sequence of integers, got shape {arr.shape} "
+                            f"dtype {arr.dtype}; decode one row at a time (corpus.decode(x[0]))")
+        if arr.min() < 0 or arr.max() >= len(self.vocab):
+            raise DataError(f"CharCorpus.decode: ids must be in [0, {len(self.vocab)}) (the vocabulary size), got "
+                            f"values from {arr.min()} to {arr.max()}")
+        return self._codes[arr.reshape(-1)].tobytes().decode("utf-32-le")
+
+    def _split(self, split: str, method: str, batch_size: int, n_ctx: int) -> np.ndarray:
+        if split not in _SPLITS:
+            raise DataError(f"CharCorpus.{method}: split must be 'train' or 'val', got {split!r}")
+        data = self.train if split == "train" else self.val
+        for name, value in (("batch_size", batch_size), ("n_ctx", n_ctx)):
+            if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 1:
+                raise DataError(f"CharCorpus.{method}: {name} must be an int >= 1, got {value!r}")
+        if n_ctx >= len(data):
+            raise DataError(f"CharCorpus.{method}: n_ctx={n_ctx} needs a split longer than n_ctx + 1 characters; "
+                            f"the {split!r} split has {len(data)}: use a smaller n_ctx "
+                            f"(or a larger val_fraction for 'val')")
+        return data
+
+    def batch(self, split: str, batch_size: int, n_ctx: int,
+              generator: Any = None) -> tuple[Tensor, Tensor]:
+        """``batch_size`` random windows of ``split``: x (batch_size, n_ctx) int64 and its next
+        characters y (x shifted by one). The starts are uniform on ``[0, len - n_ctx - 1]``, drawn
+        from ``generator`` (a NumPy Generator) or chainrule's default one (``cr.random.manual_seed``).
+
+        >>> import chainrule as cr, numpy as np
+        >>> corpus = cr.data.CharCorpus.devils_dictionary()
+        >>> x, y = corpus.batch("val", 2, 8, generator=np.random.default_rng(0))
+        >>> x.shape, str(y.dtype), corpus.decode(x[0])[1:] == corpus.decode(y[0])[:-1]
+        ((2, 8), 'int64', True)
+        """
+        data = self._split(split, "batch", batch_size, n_ctx)
+        starts = get_generator(generator).integers(0, len(data) - n_ctx, size=int(batch_size))
+        window = data[starts[:, None] + np.arange(n_ctx + 1)]
+        return Tensor(np.ascontiguousarray(window[:, :-1])), Tensor(np.ascontiguousarray(window[:, 1:]))
+
+    def windows(self, split: str, batch_size: int, n_ctx: int) -> Iterator[tuple[Tensor, Tensor]]:
+        """Every consecutive non-overlapping window of ``split`` once, in order, ``batch_size`` at a
+        time (the last batch may be smaller): (x, y) as in ``batch``; window k is
+        ``split[k*n_ctx : (k+1)*n_ctx]``. A tail too short for a window (with its next character) is
+        dropped. For a deterministic validation loss.
+
+        >>> import chainrule as cr
+        >>> corpus = cr.data.CharCorpus.devils_dictionary()
+        >>> [x.shape for x, y in corpus.windows("val", 100, 128)]
+        [(100, 128), (100, 128), (67, 128)]
+        """
+        data = self._split(split, "windows", batch_size, n_ctx)
+        n_windows = (len(data) - 1) // n_ctx
+        x = data[:n_windows * n_ctx].reshape(n_windows, n_ctx)
+        y = data[1:n_windows * n_ctx + 1].reshape(n_windows, n_ctx)
+        return ((Tensor(x[i:i + batch_size]), Tensor(y[i:i + batch_size])) for i in range(0, n_windows, batch_size))
+
+    def unigram_bits(self) -> float:
+        """The unigram baseline in bits per character: the cross-entropy, on the validation split, of
+        the train split's character frequencies (add-one smoothed over the vocabulary).
+
+        >>> import chainrule as cr
+        >>> round(cr.data.CharCorpus.devils_dictionary().unigram_bits(), 4)
+        4.4704
+        """
+        if not len(self.val):
+            raise DataError("CharCorpus.unigram_bits: the validation split is empty (val_fraction=0 or too few "
+                            "entries); build the corpus with a val_fraction > 0")
+        counts = np.bincount(self.train, minlength=len(self.vocab)) + 1.0
+        return float(-np.log2(counts / counts.sum())[self.val].mean())
