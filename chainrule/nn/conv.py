@@ -2,16 +2,15 @@
 ``ConvTranspose1d/2d/3d``, with PyTorch's arguments, weight layouts, initialisation and reprs."""
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from chainrule.nn import functional as F
+from chainrule.nn import init
 from chainrule.nn.functional.conv import (
     _PADDING_MODES,
     _conv_padding,
     _conv_transposend,
     _convnd,
-    _fan_in,
     _ntuple,
     _output_padding,
 )
@@ -43,18 +42,20 @@ class _ConvNd(Module):
         if self.transposed and padding_mode != "zeros":
             raise ValueError(f'{who}: only "zeros" padding mode is supported, got padding_mode={padding_mode!r}')
         self.in_channels, self.out_channels, self.groups = in_channels, out_channels, groups
+        # as torch's: a 1-tuple stride/padding/dilation is for every axis, a 1-tuple kernel_size is refused
         self.kernel_size = _ntuple(kernel_size, nd, who, "kernel_size")
-        self.stride, self.dilation = _ntuple(stride, nd, who, "stride"), _ntuple(dilation, nd, who, "dilation")
-        self.output_padding = _ntuple(output_padding, nd, who, "output_padding")
+        self.stride = _ntuple(stride, nd, who, "stride", one_for_all=True)
+        self.dilation = _ntuple(dilation, nd, who, "dilation", one_for_all=True)
+        self.output_padding = _ntuple(output_padding, nd, who, "output_padding", one_for_all=True)
         self.padding_mode = padding_mode
         if isinstance(padding, str) and not self.transposed:
             _conv_padding(who, padding, self.kernel_size, self.stride, self.dilation)      # checked here
             self.padding = padding
         else:
-            self.padding = _ntuple(padding, nd, who, "padding")
+            self.padding = _ntuple(padding, nd, who, "padding", one_for_all=True)
         shape = ((in_channels, out_channels // groups) if self.transposed
                  else (out_channels, in_channels // groups)) + self.kernel_size
-        bound = 1.0 / math.sqrt(_fan_in(shape))
+        bound = init._default_bound(shape)
         self.weight = _uniform_param(shape, bound, dtype, generator)
         self.bias = _uniform_param((out_channels,), bound, dtype, generator) if bias else None
 

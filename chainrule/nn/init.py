@@ -5,6 +5,7 @@ Formulas follow ``torch.nn.init`` (He et al. 2015 for Kaiming, Glorot & Bengio 2
 from __future__ import annotations
 
 import math
+import warnings
 from typing import Any
 
 from chainrule.core._backend import np
@@ -43,6 +44,29 @@ def fans(shape: tuple) -> tuple[int, int]:
         raise ShapeError(f"init: fan_in/fan_out need a weight with at least 2 dimensions, got {shape}")
     receptive = int(np.prod(shape[2:])) if len(shape) > 2 else 1
     return shape[1] * receptive, shape[0] * receptive
+
+
+def _no_op(t: Tensor) -> bool:
+    """True, with PyTorch's warning, when ``t`` has no element: initialising it does nothing."""
+    if math.prod(t.shape):
+        return False
+    warnings.warn("Initializing zero-element tensors is a no-op", stacklevel=3)
+    return True
+
+
+def _default_bound(weight_shape: tuple) -> float:
+    """The bound ``b`` of PyTorch's default U(-b, b) for a Linear's or a convolution's weight and bias
+    (its ``kaiming_uniform_(a=sqrt(5))``): ``1 / sqrt(fan_in)``; 0 when there is no input (fan_in 0,
+    torch's bias bound then). A zero-element weight warns, as torch's (its draw is a no-op).
+
+    >>> import chainrule as cr
+    >>> cr.nn.init._default_bound((3, 4)), cr.nn.init._default_bound((16, 3, 5, 5)) == 1 / 75 ** 0.5
+    (0.5, True)
+    """
+    if not math.prod(weight_shape):
+        warnings.warn("Initializing zero-element tensors is a no-op", stacklevel=3)
+    fan_in = fans(tuple(weight_shape))[0]
+    return 1.0 / math.sqrt(fan_in) if fan_in > 0 else 0.0
 
 
 def _fill(t: Tensor, values: Any) -> Tensor:
@@ -102,20 +126,22 @@ def _kaiming_std(t: Tensor, a: float, mode: str, nonlinearity: str) -> float:
 
 def kaiming_uniform_(t: Tensor, a: float = 0.0, mode: str = "fan_in", nonlinearity: str = "leaky_relu",
                      generator: Any = None) -> Tensor:
-    """He uniform: U(-b, b) with b = gain * sqrt(3 / fan).
+    """He uniform: U(-b, b) with b = gain * sqrt(3 / fan); a zero-element ``t`` is left, with a warning.
 
     >>> import chainrule as cr, numpy as np
     >>> w = cr.nn.init.kaiming_uniform_(cr.zeros((64, 100)), generator=np.random.default_rng(0))
     >>> bool(np.abs(w.data).max() <= np.sqrt(6 / 100))
     True
     """
+    if _no_op(t):
+        return t
     bound = math.sqrt(3.0) * _kaiming_std(t, a, mode, nonlinearity)
     return uniform_(t, -bound, bound, generator)
 
 
 def kaiming_normal_(t: Tensor, a: float = 0.0, mode: str = "fan_in", nonlinearity: str = "leaky_relu",
                     generator: Any = None) -> Tensor:
-    """He normal: N(0, (gain / sqrt(fan))²).
+    """He normal: N(0, (gain / sqrt(fan))²); a zero-element ``t`` is left, with a warning.
 
     >>> import chainrule as cr, numpy as np
     >>> w = cr.nn.init.kaiming_normal_(cr.zeros((200, 50)), nonlinearity="relu",
@@ -123,6 +149,8 @@ def kaiming_normal_(t: Tensor, a: float = 0.0, mode: str = "fan_in", nonlinearit
     >>> round(float(w.data.std()), 2)                 # sqrt(2 / 50)
     0.2
     """
+    if _no_op(t):
+        return t
     return normal_(t, 0.0, _kaiming_std(t, a, mode, nonlinearity), generator)
 
 
@@ -135,6 +163,8 @@ def xavier_uniform_(t: Tensor, gain: float = 1.0, generator: Any = None) -> Tens
     (True, 0.35)
     """
     fan_in, fan_out = fans(t.shape)
+    if not fan_in + fan_out and _no_op(t):            # (0, 0): torch divides by zero
+        return t
     bound = gain * math.sqrt(6.0 / (fan_in + fan_out))
     return uniform_(t, -bound, bound, generator)
 
@@ -148,4 +178,6 @@ def xavier_normal_(t: Tensor, gain: float = 1.0, generator: Any = None) -> Tenso
     0.06
     """
     fan_in, fan_out = fans(t.shape)
+    if not fan_in + fan_out and _no_op(t):
+        return t
     return normal_(t, 0.0, gain * math.sqrt(2.0 / (fan_in + fan_out)), generator)

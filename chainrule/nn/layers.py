@@ -1,7 +1,6 @@
 """Layers: small Modules over ``cr.nn.functional``. Initialisation follows PyTorch's defaults."""
 from __future__ import annotations
 
-import math
 import operator
 from collections import OrderedDict
 from typing import Any, Iterable, Iterator
@@ -32,7 +31,7 @@ class Linear(Module):
                  generator: Any = None) -> None:
         super().__init__()
         self.in_features, self.out_features = in_features, out_features
-        bound = 1.0 / math.sqrt(in_features)
+        bound = init._default_bound((out_features, in_features))
         self.weight = _uniform_param((out_features, in_features), bound, dtype, generator)
         self.bias = _uniform_param((out_features,), bound, dtype, generator) if bias else None
 

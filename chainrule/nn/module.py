@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import warnings
 from collections import OrderedDict
+from collections.abc import Mapping
 from typing import Any, Callable, Iterator, NamedTuple
 
 from chainrule.autograd.function import Function
@@ -104,11 +105,15 @@ class _GlobalHandle(RemovableHandle):
         _install_call()
 
 
-def _add_global(hooks: dict, hook: Callable, extra: tuple = ()) -> _GlobalHandle:
+def _callable(hook: Any, who: str) -> Callable:
     if not callable(hook):
-        raise TypeError(f"register_module_*_hook: hook must be callable, got {type(hook).__name__}")
+        raise TypeError(f"{who}: hook must be callable, got {type(hook).__name__}")
+    return hook
+
+
+def _add_global(hooks: dict, hook: Callable, extra: tuple = ()) -> _GlobalHandle:
     key = next(_hook_ids)
-    hooks[key] = hook
+    hooks[key] = _callable(hook, "register_module_*_hook")
     _install_call()
     return _GlobalHandle(hooks, key, extra)
 
@@ -200,7 +205,8 @@ class Module:
     def __init__(self) -> None:
         for name in ("_parameters", "_buffers", "_modules", "_forward_hooks", "_forward_pre_hooks",
                      "_backward_hooks", "_forward_hooks_with_kwargs", "_forward_pre_hooks_with_kwargs",
-                     "_forward_hooks_always_called"):
+                     "_forward_hooks_always_called", "_load_state_dict_pre_hooks",
+                     "_load_state_dict_post_hooks"):
             object.__setattr__(self, name, OrderedDict())
         object.__setattr__(self, "_non_persistent", set())
         object.__setattr__(self, "training", True)
@@ -491,12 +497,8 @@ class Module:
         # every path to a shared module is a key, as PyTorch's recursive state_dict
         out: OrderedDict = OrderedDict()
         for mod_prefix, m in self.named_modules(prefix=prefix, remove_duplicate=False):
-            for k, p in m._parameters.items():
-                if p is not None:
-                    out[f"{mod_prefix}.{k}" if mod_prefix else k] = p
-            for k, b in m._buffers.items():
-                if b is not None and k not in m._non_persistent:
-                    out[f"{mod_prefix}.{k}" if mod_prefix else k] = b
+            for k, t in m._own_state().items():
+                out[f"{mod_prefix}.{k}" if mod_prefix else k] = t
         return out
 
     def state_dict(self, *, destination: Any = None, prefix: str = "", keep_vars: bool = False) -> OrderedDict:
@@ -513,39 +515,77 @@ class Module:
             out[k] = t if keep_vars else t.detach()
         return out
 
+    def _own_state(self) -> dict:
+        """This module's own parameters and persistent buffers by name (no descendant's)."""
+        own = {k: p for k, p in self._parameters.items() if p is not None}
+        own.update((k, b) for k, b in self._buffers.items() if b is not None and k not in self._non_persistent)
+        return own
+
+    def _read_state(self, local: dict, prefix: str, load: _Load) -> None:
+        """PyTorch's ``_load_from_state_dict`` and its recursion: this module's pre-hooks edit ``local``
+        (the keys under ``prefix``), its own keys are found or missing, the keys under it that no module
+        owns are unexpected; then each child reads its own copy of its keys, then the post-hooks run."""
+        keys = load.keys
+        local_metadata = {} if load.metadata is None else load.metadata.get(prefix[:-1], {})
+        for hook in self._load_state_dict_pre_hooks.values():
+            hook(self, local, prefix, local_metadata, True, keys.missing_keys, keys.unexpected_keys, load.errors)
+        own = self._own_state()
+        for name, target in own.items():
+            if prefix + name in local:
+                load.take(prefix + name, target, local[prefix + name])
+            else:
+                keys.missing_keys.append(prefix + name)
+        for key in local:
+            if key.startswith(prefix):
+                head, dot, _ = key[len(prefix):].partition(".")
+                if head not in (self._modules if dot else own):
+                    keys.unexpected_keys.append(key)
+        for name, child in self._modules.items():
+            if child is not None:
+                child_prefix = f"{prefix}{name}."
+                child._read_state({k: v for k, v in local.items() if k.startswith(child_prefix)}, child_prefix,
+                                  load)
+        for hook in self._load_state_dict_post_hooks.values():
+            if hook(self, keys) is not None:
+                load.undo()
+                raise TypeError(f"load_state_dict: a post-hook of {type(self).__name__} returned a value; it "
+                                f"must return None and edit incompatible_keys.missing_keys / unexpected_keys "
+                                f"in place. Nothing was loaded")
+
     def load_state_dict(self, state_dict: Any, strict: bool = True) -> IncompatibleKeys:
-        """Copy values from ``state_dict`` in place, after checking every key, shape and dtype first.
+        """Copy values from ``state_dict`` in place, after checking every key, shape and dtype.
 
         Nothing is assigned unless the whole dict is valid. With ``strict=False`` missing and
         unexpected keys are reported in the result instead of raising; shape mismatches always raise.
+        Each module's load-state-dict pre-hooks run before its keys are read (they may rename an old
+        checkpoint's keys), its post-hooks after its tree is loaded (they may forgive keys), as
+        PyTorch's; with post-hooks the values are copied as they are read, and restored if it fails.
         """
-        own = self._state_items()
-        missing = [k for k in own if k not in state_dict]
-        unexpected = [k for k in state_dict if k not in own]
-        problems = []
-        if strict and (missing or unexpected):
-            problems.append(f"missing keys {missing}, unexpected keys {unexpected}")
-        values = {}
-        for k, target in own.items():
-            if k not in state_dict:
-                continue
-            v = np.asarray(raw(state_dict[k]))
-            if v.shape != target.shape:
-                problems.append(f"{k!r}: shape {v.shape} in the state dict, {target.shape} in the model")
-            elif not np.can_cast(v.dtype, target.dtype, casting="same_kind"):
-                problems.append(f"{k!r}: dtype {v.dtype} cannot be stored in the model's {target.dtype}")
-            values[k] = v
-        if problems:
-            err = ShapeError if any("shape" in p or "dtype" in p for p in problems) else KeyError
-            msg = (f"load_state_dict for {type(self).__name__}: " + "; ".join(problems) +
-                   ". Nothing was loaded. Check that the file was saved from the same architecture"
-                   + (", or pass strict=False to skip missing/unexpected keys" if missing or unexpected
-                      else ""))
-            raise err(msg)
-        for k, v in values.items():
-            np.copyto(own[k].data, v, casting="same_kind")
-            own[k]._bump()
-        return IncompatibleKeys(missing, unexpected)
+        if not isinstance(state_dict, Mapping):
+            raise TypeError(f"load_state_dict for {type(self).__name__}: expected a dict-like state_dict "
+                            f"(name -> array), got {type(state_dict).__name__}")
+        load = _Load(getattr(state_dict, "_metadata", None),
+                     live=any(m._load_state_dict_post_hooks for m in self.modules()))
+        # a copy, as PyTorch's: the pre-hooks may edit it, the caller's dict is left alone
+        self._read_state(OrderedDict(state_dict), "", load)
+        keys = load.keys
+        if load.problems or load.errors or (strict and (keys.missing_keys or keys.unexpected_keys)):
+            load.undo()
+            self._refuse_state(load.problems, load.errors, keys, strict)
+        load.finish()
+        return keys
+
+    def _refuse_state(self, problems: list, errors: list, keys: IncompatibleKeys, strict: bool) -> None:
+        """The one error of a failed ``load_state_dict``: shapes and dtypes (ShapeError), else the
+        pre-hooks' ``error_msgs`` (RuntimeError, as PyTorch's), else the keys (KeyError)."""
+        missing, unexpected = keys.missing_keys, keys.unexpected_keys
+        key_problem = strict and bool(missing or unexpected)
+        err = ShapeError if problems else RuntimeError if errors else KeyError
+        parts = ([f"missing keys {missing}, unexpected keys {unexpected}"] if key_problem else []) + problems
+        parts += [f"a load_state_dict pre-hook reported: {e}" for e in errors]
+        raise err(f"load_state_dict for {type(self).__name__}: " + "; ".join(parts) +
+                  ". Nothing was loaded. Check that the file was saved from the same architecture" +
+                  (", or pass strict=False to skip missing/unexpected keys" if key_problem else ""))
 
     # ----- hooks and calls -----
     def register_forward_pre_hook(self, hook: Callable, *, prepend: bool = False,
@@ -587,6 +627,40 @@ class Module:
         """``hook(module, grad_input, grad_output)`` runs when the gradients w.r.t. the module's tensor
         inputs are computed; a returned tuple replaces ``grad_input``."""
         return _add_hook(self._backward_hooks, hook, prepend, ())
+
+    def register_load_state_dict_pre_hook(self, hook: Callable) -> RemovableHandle:
+        """``hook(module, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
+        error_msgs)`` runs in ``load_state_dict`` before this module's own keys are read (a parent's
+        before its children's), as PyTorch's: ``state_dict`` is a copy holding the keys under ``prefix``,
+        which the hook may edit (rename an old checkpoint's keys); ``strict`` is always True there, as in
+        PyTorch; a message appended to ``error_msgs`` makes the load fail. Returns a handle.
+
+        >>> import chainrule as cr, numpy as np
+        >>> def rename(module, sd, prefix, *rest):
+        ...     if prefix + "w" in sd:
+        ...         sd[prefix + "weight"] = sd.pop(prefix + "w")
+        >>> m = cr.nn.Sequential(cr.nn.Linear(2, 1, bias=False))
+        >>> _ = m[0].register_load_state_dict_pre_hook(rename)
+        >>> _ = m.load_state_dict({"0.w": np.ones((1, 2))}); m[0].weight.tolist()
+        [[1.0, 1.0]]
+        """
+        return _add_hook(self._load_state_dict_pre_hooks, _callable(hook, "register_load_state_dict_pre_hook"),
+                         False, ())
+
+    def register_load_state_dict_post_hook(self, hook: Callable) -> RemovableHandle:
+        """``hook(module, incompatible_keys)`` runs after ``load_state_dict`` has copied the values (a
+        child's before its parent's), as PyTorch's; it returns None and may edit
+        ``incompatible_keys.missing_keys`` / ``.unexpected_keys`` in place: a strict load judges what is
+        left (and undoes the copy if it fails). Returns a handle.
+
+        >>> import chainrule as cr, numpy as np
+        >>> m = cr.nn.Linear(2, 1)
+        >>> _ = m.register_load_state_dict_post_hook(lambda mod, keys: keys.missing_keys.remove("bias"))
+        >>> m.load_state_dict({"weight": np.ones((1, 2))})        # strict, and bias forgiven
+        IncompatibleKeys(missing_keys=[], unexpected_keys=[])
+        """
+        return _add_hook(self._load_state_dict_post_hooks, _callable(hook, "register_load_state_dict_post_hook"),
+                         False, ())
 
     def _run_forward_hook(self, key: int, hook: Callable, args: tuple, kwargs: dict, result: Any) -> Any:
         """One forward hook (with the keyword arguments if it asked for them); its non-None return replaces
@@ -673,6 +747,46 @@ def _install_call() -> None:
     """``Module.__call__``: the fast path while no global hook exists (it then reads nothing more)."""
     any_global = _global_forward_pre_hooks or _global_forward_hooks or _global_backward_hooks
     Module.__call__ = _call_with_global_hooks if any_global else _fast_call   # type: ignore[method-assign]
+
+
+class _Load:
+    """One ``load_state_dict``: the keys found missing and unexpected, the pre-hooks' messages, the
+    shape and dtype problems, and the values to copy (``live``: copied as they are read, the old ones
+    kept to undo a failure, for the post-hooks to see a loaded module, as PyTorch's)."""
+
+    def __init__(self, metadata: Any, live: bool) -> None:
+        self.metadata, self.live = metadata, live
+        self.keys = IncompatibleKeys([], [])
+        self.errors: list = []
+        self.problems: list = []
+        self.pending: list = []
+        self.backup: list = []
+
+    def take(self, key: str, target: Tensor, value: Any) -> None:
+        v = np.asarray(raw(value))
+        if v.shape != target.shape:
+            self.problems.append(f"{key!r}: shape {v.shape} in the state dict, {target.shape} in the model")
+        elif not np.can_cast(v.dtype, target.dtype, casting="same_kind"):
+            self.problems.append(f"{key!r}: dtype {v.dtype} cannot be stored in the model's {target.dtype}")
+        elif self.live:
+            self.backup.append((target, target.data.copy()))
+            _copy_into(target, v)
+        else:
+            self.pending.append((target, v))
+
+    def finish(self) -> None:
+        for target, v in self.pending:
+            _copy_into(target, v)
+
+    def undo(self) -> None:
+        for target, old in reversed(self.backup):
+            _copy_into(target, old)
+        self.backup = []
+
+
+def _copy_into(target: Tensor, v: Any) -> None:
+    np.copyto(target.data, v, casting="same_kind")
+    target._bump()
 
 
 def _addindent(s: str, n: int) -> str:

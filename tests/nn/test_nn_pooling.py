@@ -275,3 +275,39 @@ def test_errors_name_the_function_and_the_fix():
         P.avg_pool2d(cr.tensor(np.ones((1, 1, 4, 4), dtype=np.int64)), 2)
     with pytest.raises(ValueError, match="divisor_override must be non-zero"):
         P.avg_pool2d(cr.ones((1, 1, 4, 4)), 2, divisor_override=0)
+
+
+# ----- 1-element tuples: the same for every axis (torch's pools and F.conv*; not Conv's kernel_size) -----
+@pytest.mark.parametrize("d", [1, 2, 3])
+def test_one_element_tuples_are_for_every_axis(rng, d):
+    x = rng.normal(size=(2, 3) + (7,) * d)
+    fn, tfn = getattr(P, f"max_pool{d}d"), getattr(tF, f"max_pool{d}d")
+    _compare(lambda v: fn(v, (3,), (2,), (1,), (2,)), lambda v: tfn(v, (3,), (2,), (1,), (2,)), x, rng)
+    fn, tfn = getattr(P, f"avg_pool{d}d"), getattr(tF, f"avg_pool{d}d")
+    _compare(lambda v: fn(v, [3], (2,), (1,)), lambda v: tfn(v, [3], (2,), (1,)), x, rng)
+    for name in ("MaxPool", "AvgPool"):
+        ours = getattr(NP, f"{name}{d}d")((3,), stride=(2,))
+        theirs = getattr(torch.nn, f"{name}{d}d")((3,), stride=(2,))
+        assert repr(ours) == repr(theirs)
+        _compare(ours, theirs, x, rng)
+
+
+def test_conv_takes_one_element_stride_padding_dilation_but_not_kernel(rng):
+    x, w = rng.normal(size=(1, 2, 7, 7)), rng.normal(size=(3, 2, 3, 3))
+    ours = cr.nn.functional.conv2d(cr.tensor(x), cr.tensor(w), stride=(2,), padding=(1,), dilation=(2,))
+    ref = tF.conv2d(torch.tensor(x), torch.tensor(w), stride=(2,), padding=(1,), dilation=(2,))
+    np.testing.assert_allclose(ours.data, ref.numpy(), rtol=RTOL, atol=ATOL)
+    wt = rng.normal(size=(2, 3, 3, 3))
+    ours = cr.nn.functional.conv_transpose2d(cr.tensor(x), cr.tensor(wt), stride=(2,), padding=(1,),
+                                             output_padding=(1,))
+    ref = tF.conv_transpose2d(torch.tensor(x), torch.tensor(wt), stride=(2,), padding=(1,), output_padding=(1,))
+    np.testing.assert_allclose(ours.data, ref.numpy(), rtol=RTOL, atol=ATOL)
+    m = cr.nn.Conv2d(2, 3, 3, stride=(2,), padding=(1,))
+    assert (m.stride, m.padding) == ((2, 2), (1, 1))
+    with pytest.raises(ValueError, match=r"Conv2d: kernel_size must be an int or 2 ints, got \(3,\)"):
+        cr.nn.Conv2d(2, 3, (3,))                                 # torch refuses it too
+    with pytest.raises(ValueError, match=r"max_pool2d: stride must be an int or 2 ints \(or one int in a "
+                                         r"sequence, for every axis\), got \(1, 2, 3\)"):
+        P.max_pool2d(cr.ones((1, 1, 4, 4)), 2, stride=(1, 2, 3))
+    with pytest.raises(ValueError, match=r"unfold: kernel_size must be an int or 2 ints, got \(3,\)"):
+        cr.nn.functional.unfold(cr.ones((1, 1, 4, 4)), (3,))     # as torch's: unfold takes no 1-tuple

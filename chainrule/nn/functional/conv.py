@@ -6,7 +6,6 @@ zero-pad themselves; closed under differentiation: exact to any order, in both m
 """
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from chainrule import numpy as ops
@@ -20,11 +19,20 @@ __all__ = ["conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
 _PADDING_MODES = ("zeros", "reflect", "replicate", "circular")
 
 
-def _ntuple(v: Any, nd: int, who: str, what: str) -> tuple:
-    """An int or an ``nd``-sequence of ints as an ``nd``-tuple (PyTorch's ``_pair`` and kin)."""
+def _ntuple(v: Any, nd: int, who: str, what: str, one_for_all: bool = False) -> tuple:
+    """An int or an ``nd``-sequence of ints as an ``nd``-tuple (PyTorch's ``_pair`` and kin); with
+    ``one_for_all`` a 1-sequence too, the same for every axis (as torch's pools and ``F.conv*`` take it).
+
+    >>> _ntuple((3,), 2, "max_pool2d", "kernel_size", one_for_all=True)
+    (3, 3)
+    """
     t = (v,) * nd if np.ndim(v) == 0 else tuple(v)
+    if one_for_all and len(t) == 1:
+        t = t * nd
     if len(t) != nd or not all(isinstance(i, (int, np.integer)) and not isinstance(i, bool) for i in t):
-        raise ValueError(f"{who}: {what} must be an int or {nd} ints, got {v!r}")
+        raise ValueError(f"{who}: {what} must be an int or {nd} ints"
+                         f"{' (or one int in a sequence, for every axis)' if one_for_all and nd > 1 else ''}, "
+                         f"got {v!r}")
     return tuple(int(i) for i in t)
 
 
@@ -42,7 +50,7 @@ def _conv_padding(who: str, padding: Any, kernel: tuple, stride: tuple, dilation
             raise ValueError(f"{who}: padding='same' is not supported for strided convolutions (stride "
                              f"{stride}); pass stride=1 or explicit padding")
         return tuple((d * (k - 1) // 2, d * (k - 1) - d * (k - 1) // 2) for k, d in zip(kernel, dilation))
-    p = _ntuple(padding, nd, who, "padding")
+    p = _ntuple(padding, nd, who, "padding", one_for_all=True)
     if min(p) < 0:
         raise ValueError(f"{who}: negative padding {p} is not supported; crop the input with "
                          f"cr.nn.functional.pad(x, (-1, -1, ...)) first")
@@ -62,7 +70,8 @@ def _prepare(who: str, nd: int, x: Any, weight: Any, stride: Any, dilation: Any)
     unbatched = len(xs) == nd + 1
     if unbatched:
         x = ops.reshape(x, (1,) + xs)
-    stride, dilation = _ntuple(stride, nd, who, "stride"), _ntuple(dilation, nd, who, "dilation")
+    stride = _ntuple(stride, nd, who, "stride", one_for_all=True)
+    dilation = _ntuple(dilation, nd, who, "dilation", one_for_all=True)
     if min(stride) < 1 or min(dilation) < 1:
         raise ValueError(f"{who}: stride {stride} and dilation {dilation} must be positive")
     return x, xs, ws, unbatched, stride, dilation
@@ -123,8 +132,8 @@ def _conv_transposend(who: str, nd: int, x: Any, weight: Any, bias: Any, stride:
     if isinstance(padding, str):
         raise ValueError(f"{who}: padding must be an int or {nd} ints (no 'same' or 'valid' for transposed "
                          f"convolutions), got {padding!r}")
-    pad = _ntuple(padding, nd, who, "padding")
-    extra = _ntuple(output_padding, nd, who, "output_padding")
+    pad = _ntuple(padding, nd, who, "padding", one_for_all=True)
+    extra = _ntuple(output_padding, nd, who, "output_padding", one_for_all=True)
     if min(pad) < 0 or min(extra) < 0:
         raise ValueError(f"{who}: padding {pad} and output_padding {extra} must be non-negative")
     if any(e >= max(s, d) for e, s, d in zip(extra, stride, dilation)):
@@ -236,7 +245,3 @@ def _output_padding(who: str, input_shape: tuple, output_size: Any, stride: tupl
                              f"{tuple(input_shape)})")
     return tuple(want - low for want, low in zip(size, lows))
 
-
-def _fan_in(weight_shape: tuple) -> int:
-    """PyTorch's fan-in of a convolution weight: ``shape[1] * prod(kernel)``."""
-    return int(weight_shape[1]) * math.prod(weight_shape[2:])

@@ -63,6 +63,14 @@ def _out_len(n: int, k: int, s: int, p: int, dil: int, ceil_mode: bool) -> int:
     return out
 
 
+def _pool_args(d: int, who: str, kernel_size: Any, stride: Any, padding: Any, dilation: Any) -> tuple:
+    """Kernel, stride (the kernel's when None or empty), padding and dilation as ``d``-tuples: an int or
+    a 1-sequence is the same for every axis, as torch's pools take them."""
+    stride = stride if stride is not None and np.size(stride) else kernel_size
+    return tuple(_ntuple(v, d, who, what, one_for_all=True) for v, what in
+                 ((kernel_size, "kernel_size"), (stride, "stride"), (padding, "padding"), (dilation, "dilation")))
+
+
 def _geometry(sizes: tuple, k: tuple, s: tuple, p: tuple, dil: tuple, ceil_mode: bool,
               who: str) -> tuple[int, ...]:
     for name, v in (("kernel_size", k), ("stride", s), ("dilation", dil)):
@@ -234,9 +242,7 @@ def _window_max_index(v: Any, k: tuple, s: tuple, p: tuple, dil: tuple, out: tup
 def _max_pool(x: Any, d: int, kernel_size: Any, stride: Any, padding: Any, dilation: Any, ceil_mode: bool,
               return_indices: bool, who: str) -> Any:
     x, unbatched = _batched(x, d, who)
-    k = _ntuple(kernel_size, d, who, "kernel_size")
-    s = _ntuple(stride if stride is not None and np.size(stride) else kernel_size, d, who, "stride")
-    p, dil = _ntuple(padding, d, who, "padding"), _ntuple(dilation, d, who, "dilation")
+    k, s, p, dil = _pool_args(d, who, kernel_size, stride, padding, dilation)
     out = _geometry(tuple(np.shape(raw(x)))[2:], k, s, p, dil, ceil_mode, who)
     v, chain = _physical_values(x)
     index, empty = _window_max_index(v, k, s, p, dil, out)
@@ -318,9 +324,7 @@ def _avg_pool(x: Any, d: int, kernel_size: Any, stride: Any, padding: Any, ceil_
               count_include_pad: bool, divisor_override: Any, who: str) -> Any:
     x, unbatched = _batched(x, d, who)
     _floating(x, who)
-    k = _ntuple(kernel_size, d, who, "kernel_size")
-    s = _ntuple(stride if stride is not None and np.size(stride) else kernel_size, d, who, "stride")
-    p = _ntuple(padding, d, who, "padding")
+    k, s, p, _ = _pool_args(d, who, kernel_size, stride, padding, 1)
     sizes = tuple(np.shape(raw(x)))[2:]
     out = _geometry(sizes, k, s, p, (1,) * d, ceil_mode, who)
     if divisor_override is not None and int(divisor_override) == 0:

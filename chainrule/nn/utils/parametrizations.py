@@ -182,7 +182,9 @@ class _WeightNorm(Module):
 def weight_norm(module: Module, name: str = "weight", dim: int | None = 0) -> Module:
     """Weight normalization ``w = g * v / ||v||`` (norm over every axis but ``dim``; the whole tensor
     with ``dim=None``), as ``torch.nn.utils.parametrizations.weight_norm``: the magnitude ``g`` is
-    ``parametrizations.<name>.original0``, the direction ``v`` is ``original1``. Returns ``module``.
+    ``parametrizations.<name>.original0``, the direction ``v`` is ``original1``. A checkpoint of the old
+    hook form (``<name>_g``, ``<name>_v``: ``torch.nn.utils.weight_norm``) loads too, renamed by a
+    load_state_dict pre-hook, as PyTorch's. Returns ``module``.
 
     >>> import chainrule as cr
     >>> m = cr.nn.utils.parametrizations.weight_norm(cr.nn.Linear(3, 2))
@@ -196,7 +198,21 @@ def weight_norm(module: Module, name: str = "weight", dim: int | None = 0) -> Mo
     if dim is not None and dim != -1:
         _norm_dim(dim, weight.ndim, "weight_norm")
     parametrize.register_parametrization(module, name, _WeightNorm(dim), unsafe=True)
+    module.register_load_state_dict_pre_hook(_old_weight_norm_keys(name))
     return module
+
+
+def _old_weight_norm_keys(name: str) -> Any:
+    """The load_state_dict pre-hook of ``weight_norm``: the old form's ``<name>_g`` and ``<name>_v``
+    become ``parametrizations.<name>.original0`` and ``original1`` (both present, or left alone)."""
+
+    def rename(module: Module, state_dict: dict, prefix: str, *_: Any) -> None:
+        g, v = f"{prefix}{name}_g", f"{prefix}{name}_v"
+        if g in state_dict and v in state_dict:
+            state_dict[f"{prefix}parametrizations.{name}.original0"] = state_dict.pop(g)
+            state_dict[f"{prefix}parametrizations.{name}.original1"] = state_dict.pop(v)
+
+    return rename
 
 
 class _SpectralNorm(Module):
