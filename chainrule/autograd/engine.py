@@ -414,7 +414,11 @@ class _LeafHooks:
         engine's callers (a gradient still in flight, a user's array) holds this very array."""
         if self.create_graph:
             return _with_history(g)
-        if acc not in self.hooked or type(g) is not np.ndarray:
+        if acc not in self.hooked:
+            return g
+        if isinstance(g, _Tensor):               # tensor mode (a profile, a capture): copied by an op
+            return _copy(g) if not g._level and other_refs(g) > known else g
+        if type(g) is not np.ndarray:
             return g
         return g.copy() if other_refs(g) > known else g
 

@@ -335,7 +335,10 @@ class AccumulateGrad(GraphNode):
         elif create_graph or t.grad.grad_fn is not None:
             t.grad = t.grad + g
         else:
-            t.grad = _wrap(t.grad.data + g.data)
+            old = t.grad.data
+            t.grad = _wrap(old + g.data)
+            if STATE.recorder is not None:      # cr.compile: the sum is a kernel of the tape
+                STATE.recorder.on_kernel(_add_grads, (old, g.data), None, t.grad.data)
         return t if t._post_acc_hooks else None   # a class attribute, None until a hook is registered
 
     def vjp(self, g: Any, tensor_mode: bool) -> list:
@@ -345,6 +348,11 @@ class AccumulateGrad(GraphNode):
 def _own_copy(a: Any) -> Any:
     """The copy ``accumulate`` makes, as a kernel ``cr.compile`` replays."""
     return np.array(a, copy=True)
+
+
+def _add_grads(a: Any, b: Any) -> Any:
+    """The sum ``accumulate`` makes into an existing ``.grad``, as a kernel ``cr.compile`` replays."""
+    return np.asarray(a + b)
 
 
 def run_post_acc_hooks(t: Any) -> None:
@@ -460,7 +468,9 @@ def add_retain_hook(t: Any, keep: bool = False) -> None:
         if owner is not None and gen >= owner._retain_live:
             owner._retain_live = gen      # (newest first: the engine runs the newer node first)
             if not g.requires_grad:       # a copy: the engine may hand the same array on elsewhere
-                g = _wrap(np.array(g.data, copy=True))
+                src, g = g.data, _wrap(np.array(g.data, copy=True))
+                if STATE.recorder is not None:      # cr.compile: the copy is a kernel of the tape
+                    STATE.recorder.on_kernel(_own_copy, (src,), None, g.data)
             owner.grad = g if owner.grad is None else owner.grad + g     # under create_graph: recorded
 
     retain.retains_grad = True

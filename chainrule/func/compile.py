@@ -9,36 +9,46 @@ cannot replay runs eagerly, with one warning that says why.
 """
 from __future__ import annotations
 
-import builtins
 import functools
 import operator
-import pickle
 import random
-import sys
 import types
 import warnings
 from collections import namedtuple
 from typing import Any, Callable
 
-from chainrule.core import _dtypes
+from chainrule.core import _constants, _dtypes
 from chainrule.core import random as _random
 from chainrule.core._backend import ndarray, np
-from chainrule.core._dtypes import LOW_PRECISION
-from chainrule.core._pytree import flatten, paths, unflatten
+from chainrule.core._pytree import flatten, unflatten
 from chainrule.core._registry import _PY_NUMBERS, _PY_RESULTS, _WIDE, _keep_low_precision, _python_scalars
-from chainrule.core.errors import _LIBRARY_DIRS, CompileError, _package
+from chainrule.core.errors import CompileError
 from chainrule.core.grad_mode import STATE, state_scope
 from chainrule.core.tensor import Tensor, wrap
 from chainrule.func._scan import (
+    _DIRECT,
     _GONE,
     _SCALARS,
     _alias,
     _describe_miss,
-    _hooked,
+    _direct,
+    _Draw,
+    _flatten_call,
+    _generate,
+    _hooks_of,
+    _Island,
+    _layout,
     _leaf_guard,
+    _leaf_names,
+    _Miss,
     _path_name,
+    _rng_state,
     _same,
+    _same_numpy_state,
     _Scan,
+    _set_rng_state,
+    _slots_of,
+    _user_line,
     _walk,
 )
 
@@ -55,7 +65,7 @@ _STRAIGHT_RULES = frozenset({
     "tanh_backward", "arcsinh", "sigmoid", "relu", "softplus", "erf", "gelu", "abs", "real", "imag",
     "conj", "square", "sign", "copy", "alias", "astype", "add", "subtract", "multiply", "maximum",
     "minimum", "where", "clip", "reshape", "transpose", "broadcast_to", "diagonal", "flip", "roll",
-    "pad", "getitem", "sum", "amax", "amin", "cumsum", "linear", "matmul", "einsum", "concatenate",
+    "pad", "getitem", "index_put", "sum", "amax", "amin", "cumsum", "linear", "matmul", "einsum", "concatenate",
     "softmax", "log_softmax", "softmax_cross_entropy", "conv", "conv_transpose", "conv_weight",
 })
 _KEEPS_ZERO = "keeps_zero"
@@ -65,12 +75,13 @@ _KEEPING_ZERO_RULES = frozenset({"log", "log2", "log10", "log1p", "sqrt", "cbrt"
                                  "arccosh", "arctanh", "reciprocal", "divide"})
 
 
+_ACCUMULATES = ("it accumulates .grad into an existing gradient (or writes .grad by hand), which v1 does not "
+                "replay; clear the gradients first (opt.zero_grad(), or p.grad = None) or use cr.grad / "
+                "cr.autograd.grad, which return them")
+
+
 class _Refused(Exception):
     """The capture cannot be replayed: the message says why (the step then runs eagerly)."""
-
-
-class _Miss(Exception):
-    """A replay's guard failed: the message names it."""
 
 
 # ----- the recorder: what apply, the engine and Tensor's value reads report during a capture -----
@@ -81,7 +92,7 @@ class _Recorder:
         self.sources: list = []                  # slot -> how a replay fills it (None: an entry)
         self.entries: list = []                  # (kernel, input slots, params, dynamic params, out slot, post)
         self.checks: list = []                   # (after entry n, slot, kind, value, where): value guards
-        self.snapshots: list = []                # (array, its bytes at first read, name): external reads
+        self.snapshots: list = []                # [array, its bytes (after the taped writes), name, slot]
         self.seen: dict[int, tuple] = {}         # id(tensor) -> (tensor, version, grad, data)
         self.graph_prims: dict[str, Any] = {}    # primitives whose rules may run (in a graph, or dual)
         self.rules_ran = False                   # a backward or forward mode ran rules
@@ -92,7 +103,11 @@ class _Recorder:
         self.leaf_start: dict[int, tuple] = {}   # id(tensor argument) -> (tensor, version, grad, data)
         self.grad_writes: list = []              # (which tensor, slot of its new .grad or None, from None)
         self.islands: list = []                  # (entry index, optimizer, its path): opt.step() calls
-        self.island_versions: dict[int, int] = {}   # id(parameter) -> its version after an island
+        self.versions: dict[int, tuple] = {}     # id(tensor) -> (it, version): after a taped write or island
+        self.writes: list = []                   # (entry's slot, its index, external written or None)
+        self.bumps: dict[int, list] = {}         # id(tensor) -> [it, taped writes into its memory]
+        self.shared: list = []                   # the arrays every replay shares (constants, seeds)
+        self.initial: dict[int, tuple] = {}      # slot -> (a copy before a write into it, the array, name)
         self.island_arrays: set = set()          # ids of the arrays islands update in place
         # id(generator) -> (it, its name, its state now): moved by the taped draws only
         self.rng_expect: dict[int, tuple] = {id(g): (g, name, _rng_state(g)) for g, name in scan.generators}
@@ -100,6 +115,7 @@ class _Recorder:
         self.rng_expect[id(self.default_generator)] = (self.default_generator, "cr.random.default_generator",
                                                        _rng_state(self.default_generator))
         self.drew: set = set()                   # the generators drawn from (True: the default one)
+        self.rng_start = list(self.rng_expect.values())      # (a verifying replay puts them back)
         for i, x in enumerate(leaves):
             if isinstance(x, Tensor):
                 self.leaf_tensor.setdefault(id(x), i)
@@ -107,6 +123,10 @@ class _Recorder:
                 self.leaf_array.setdefault(id(x.data), i)
             elif isinstance(x, ndarray):
                 self.leaf_array.setdefault(id(x), i)
+        # the tensors that outlive the step (arguments, what the scan found), as at the call
+        self.persistent = {key: found[4] for key, found in scan.tensors.items()}
+        self.persistent.update(self.leaf_start)
+        self.hooks_start = {key: _hooks_of(rec[0]) for key, rec in self.persistent.items()}
 
     def refuse(self, reason: str) -> None:
         self.refused = self.refused or reason
@@ -140,9 +160,14 @@ class _Recorder:
         found = self.scan.arrays.get(id(arr))
         if found is not None:
             return self._external(arr, ("ext", found[1], found[2], found[4]), found[3])
+        if id(arr) in _constants.IDS:                # a causal mask: made from (guarded) shapes alone
+            self.shared.append(arr)
+            return self._new_slot(arr, ("const", arr))
         if isinstance(arr, np.generic):
             raise _Refused(f"{what} takes a NumPy scalar ({arr!r}) computed outside chainrule's ops; "
                            f"use a Python number or a tensor")
+        if any(isinstance(rec[2], Tensor) and rec[2].data is arr for rec in self.persistent.values()):
+            raise _Refused(_ACCUMULATES)
         shape = getattr(arr, "shape", "?")
         raise _Refused(f"{what} reads an array of shape {shape} that was not computed by chainrule's ops "
                        f"in the step nor passed to it (a tensor made inside the step with cr.tensor/"
@@ -150,19 +175,18 @@ class _Recorder:
                        f"outside the step")
 
     def _external(self, arr: Any, source: tuple, name: str) -> int:
-        self.snapshots.append((arr, arr.tobytes(), name))
-        return self._new_slot(arr, source)
+        s = self._new_slot(arr, source)
+        self.snapshots.append([arr, arr.tobytes(), name, s])
+        return s
 
     def _see(self, t: Tensor, what: str) -> None:
         rec = self.seen.get(id(t))
         if rec is None:
             self.seen[id(t)] = (t, t._version, t.__dict__.get("grad"), t.data)
-            if _hooked(t):
-                raise _Refused(f"{what} reads a tensor with a hook (register_hook); hooks are not "
-                               f"replayed in v1")
         elif rec[1] != t._version or rec[3] is not t.data:
             raise _Refused(f"{what} reads a tensor of shape {t.shape} changed in place during the step "
-                           f"(an in-place op, an optimizer step or a buffer update)")
+                           f"outside chainrule's in-place ops (.data rebound, zero_(), a buffer update "
+                           f"or an optimizer of its own)")
 
     # -- the reports --
     def _grad_write(self, key: int, t: Tensor, before: Any) -> None:
@@ -181,10 +205,11 @@ class _Recorder:
             self.grad_writes.append((where, None, False))
             return
         s = self._fresh_grad(g)
+        if s is None and isinstance(g, Tensor) and g._requires_grad:
+            raise _Refused("it leaves a .grad that requires grad (backward(create_graph=True)), a live "
+                           "graph a replay cannot hand out; use cr.grad / cr.autograd.grad inside the step")
         if s is None:
-            raise _Refused("it accumulates .grad into an existing gradient (or writes .grad by hand), "
-                           "which v1 does not replay; clear the gradients first (opt.zero_grad(), or "
-                           "p.grad = None) or use cr.grad / cr.autograd.grad, which return them")
+            raise _Refused(_ACCUMULATES)
         # from None: eager would add to a gradient present at a later call, so one must be absent then
         self.grad_writes.append((where, s, before is None))
 
@@ -192,7 +217,7 @@ class _Recorder:
         """The slot of a gradient a backward of the step made (a new tensor on the tape), else None."""
         s = self.slot_of.get(id(g.data)) if isinstance(g, Tensor) else None
         fresh = s is not None and self.sources[s] is None and g.grad_fn is None and not g._requires_grad
-        return s if fresh and id(g) not in self.seen else None
+        return s if fresh else None
 
     def on_island(self, opt: Any, closure: Any) -> Any:
         """``opt.step()`` during the capture: run it (unrecorded) and tape the call itself, with the
@@ -217,7 +242,7 @@ class _Recorder:
         with state_scope(recorder=None):
             opt.step()
         for p in params:
-            self.island_versions[id(p)] = p._version
+            self.versions[id(p)] = (p, p._version)
             self.island_arrays.add(id(p.data))
             rec = self.seen.get(id(p))
             if rec is not None:
@@ -227,6 +252,48 @@ class _Recorder:
         self.entries.append((island, tuple(s for s in slots if s is not None), None, None, out, None))
         self.islands.append((len(self.entries) - 1, opt, found))
         return None
+
+    def on_write(self, t: Tensor, new: Tensor, op: str) -> None:
+        """An in-place op's write (``numpy._methods._commit``): ``t._assign(new, op)``, taped as
+        ``np.copyto`` of ``new``'s array into ``t``'s, the very array eager execution writes (a view's
+        array is a view of its base's: the replay writes through it as eagerly)."""
+        target = t.data
+        if self.refused is None:
+            try:
+                self._see(t, op)
+                dst = self.slot_of.get(id(target))
+                dst = self.slot(target, t, op) if dst is None else dst
+                src = self.slot_of.get(id(new.data))
+                src = self.slot(new.data, new, op) if src is None else src
+                if any(np.may_share_memory(a, target) for a in self.shared):
+                    raise _Refused(f"{op} writes into a constant the step made from a Python list (or "
+                                   f"into backward's seed); make it a tensor outside the step")
+                for snap in self.snapshots:     # the externals this write changes: unchanged until now
+                    if np.may_share_memory(snap[0], target):
+                        if snap[0].tobytes() != snap[1]:
+                            raise _Refused(f"it writes into {snap[2]} with NumPy (its values changed "
+                                           f"during the step)")
+                        self.initial.setdefault(snap[3], (snap[0].copy(), snap[0], snap[2]))
+            except _Refused as e:
+                self.refuse(str(e))
+        t._assign(new, op)                 # (its errors are eager's: nothing is taped then)
+        if self.refused is not None:
+            return
+        out = self._new_slot(object(), None)
+        self.entries.append((np.copyto, (dst, src), {"casting": "same_kind"}, None, out, None))
+        into = None                         # the name of an external it writes into, if any
+        for snap in self.snapshots:
+            if np.may_share_memory(snap[0], target):
+                snap[1] = snap[0].tobytes()
+                into = into or snap[2]
+        self.writes.append((out, len(self.entries) - 1, into))
+        for m in [t] if t._family is None else [r() for r in t._family]:
+            if m is not None:               # its version moved with t's: by this write, taped
+                self.versions[id(m)] = (m, m._version)
+                self.bumps.setdefault(id(m), [m, 0])[1] += 1
+                rec = self.seen.get(id(m))
+                if rec is not None:
+                    self.seen[id(m)] = (m, m._version, rec[2], rec[3])
 
     def on_op(self, prim: Any, xs: tuple, datas: list, params: Any, out: Any) -> Any:
         has_tensor = needs_grad = False
@@ -245,6 +312,7 @@ class _Recorder:
                         ins.append(s if s is not None else self.slot(a, x, prim.name))
                     elif type(x) is list or type(x) is tuple:      # apply made it an array: constant
                         ins.append(self._new_slot(a, ("const", a)))
+                        self.shared.append(a)
                     elif isinstance(a, (ndarray, np.generic)):
                         ins.append(self.slot(a, None, prim.name))
                     else:
@@ -279,6 +347,18 @@ class _Recorder:
             self.entries.append((fn, tuple(ins), params or None, dyn, s, post))
         return out
 
+    def expected_version(self, t: Tensor) -> int:
+        """``t._version`` as the taped writes leave it (else an untaped write changed ``t``)."""
+        rec = self.versions.get(id(t)) or self.seen.get(id(t)) or self.persistent.get(id(t))
+        if rec is not None:
+            return rec[1]
+        for ref in t._family or ():           # a view made after a write into its memory
+            m = ref()
+            known = None if m is None else self.versions.get(id(m)) or self.seen.get(id(m))
+            if known is not None and known[1] == t._version:
+                return t._version
+        return 0
+
     def _constant(self, value: Any) -> int:
         if not isinstance(value, _SCALARS + (np.dtype,)):
             raise _Refused(f"an op takes an input of type {type(value).__name__} that v1 cannot replay")
@@ -311,6 +391,7 @@ class _Recorder:
             return
         if arr.size == 1 and arr.reshape(-1)[0] == 1:        # backward()'s implicit seed (ones)
             self._new_slot(arr, ("ones", arr.shape, arr.dtype))
+            self.shared.append(arr)
 
     def on_random(self) -> None:
         self.refuse("it draws random numbers outside cr.random.draw (cr.nn.init, a distribution's "
@@ -323,7 +404,7 @@ class _Recorder:
         try:
             if self.refused is None:
                 parts = out if type(out) is tuple else (out,)
-                if not all(type(a) is ndarray for a in parts):
+                if not all(type(a) is ndarray or isinstance(a, np.generic) for a in parts):   # (0-d: a scalar)
                     raise _Refused(f"{fn.__name__} returned a {type(out).__name__}, not arrays")
                 ins = tuple(self.slot(a, None, fn.__name__) for a in arrays)
                 dyn = self._params(fn.__name__, params) if params else None
@@ -383,33 +464,38 @@ class _Recorder:
             self.refuse(str(e))
 
     def finish(self, out: Any) -> None:
-        """The end of the capture: refuse what the step changed beyond its return value."""
-        tensors = {key: found[4] for key, found in self.scan.tensors.items()}   # as at the call
-        tensors.update(self.leaf_start)
-        for key, rec in self.seen.items():
-            tensors.setdefault(key, rec)
+        """The end of the capture: refuse what the step changed beyond its return value and the taped
+        writes (the tensors made inside the step are the replay's own: their hooks, retained
+        gradients and in-place changes are on the tape)."""
         self.grad_writes = []
-        for key, (t, version, grad, data) in tensors.items():
+        for key, (t, version, grad, data) in self.persistent.items():
             if t.__dict__.get("grad") is not grad:
                 self._grad_write(key, t, grad)
-            moved = t._version != version and self.island_versions.get(key) != t._version
+            moved = t._version != self.versions.get(key, (t, version))[1]
             if moved and t.data.base is not None and id(t.data.base) in self.island_arrays:
                 moved = False                   # a view of a parameter an island updated (its bias as (C, 1, 1))
             if moved or t.data is not data:
-                raise _Refused(f"it changes a tensor of shape {t.shape} in place (an in-place op, an "
-                               f"optimizer step or a buffer update)")
-            if _hooked(t):
-                raise _Refused("it registers a tensor hook; hooks are not replayed in v1")
-        for arr, before, name in self.snapshots:
+                raise _Refused(f"it changes a tensor of shape {t.shape} in place outside chainrule's "
+                               f"in-place ops (.data rebound, zero_(), a buffer update such as "
+                               f"BatchNorm's running statistics, or an optimizer whose step is its own)")
+            if _hooks_of(t) != self.hooks_start[key]:
+                raise _Refused(f"it registers a hook on a tensor of shape {t.shape} that outlives the step "
+                               f"(each call would add one more); register it outside the step, or "
+                               f"remove it (handle.remove()) before the step returns")
+        for arr, before, name, _ in self.snapshots:
             if id(arr) not in self.island_arrays and arr.tobytes() != before:
                 raise _Refused(f"it writes into {name} with NumPy (its values changed during the step)")
+        islands = [(found[1], found[2]) for _, _, found in self.islands]
+        for t, root, steps, name, _ in self.scan.tensors.values():
+            if _walk(self.scan.roots[root](), steps) is not t and not any(
+                    r == root and steps[:len(p)] == p for r, p in islands):
+                raise _Refused(f"it rebinds {name} to another tensor, a Python side effect a replay would "
+                               f"not repeat")
         for root, steps, name, value in self.scan.values:
             now = _walk(self.scan.roots[root](), steps)
             if not _same(now, value):
                 raise _Refused(f"it changes {name} ({value!r} -> {now!r}), a Python side effect a replay "
                                f"would not repeat")
-        if STATE.hooked_leaves:
-            raise _Refused("post-accumulate-grad hooks are registered; hooks are not replayed in v1")
         if self.rules_ran:
             for name, prim in self.graph_prims.items():
                 if name in _STRAIGHT_RULES or name in _KEEPING_ZERO_RULES:
@@ -421,26 +507,6 @@ class _Recorder:
                                f"(v1 replays only straight-line rules)")
 
 
-_DIRECT = frozenset({"matmul", "getitem"})
-
-
-def _direct(prim: Any, datas: list, params: Any) -> Callable:
-    """The forward to tape, without the Python dispatch whose choice the guards fix: matmul's on
-    ndarrays of these dtypes and dimensions is ``np.matmul``; getitem with an Ellipsis is ``x[index]``."""
-    if prim.name == "matmul":
-        x, y = datas
-        if type(x) is ndarray and type(y) is ndarray and x.dtype not in LOW_PRECISION \
-                and y.dtype not in LOW_PRECISION and (x.ndim <= 2 or y.ndim <= 1):
-            return np.matmul
-    elif any(i is Ellipsis for i in params["index"]):
-        return _getitem_with_ellipsis
-    return prim.forward
-
-
-def _getitem_with_ellipsis(x: Any, index: tuple, shape: tuple) -> Any:
-    return x[index]
-
-
 def _constant_safe(prim: Any, xs: tuple) -> bool:
     """``x / c`` and ``x ** c`` (``c`` a Python number): the rule's one branch on values is
     ``keeping_zero``'s, which the capture tapes (power's other branch is on the constant)."""
@@ -450,61 +516,6 @@ def _constant_safe(prim: Any, xs: tuple) -> bool:
 
 
 _STATIC = object()
-
-
-class _Island:
-    """A tape entry that is a call: an optimizer's ``step`` on the gradients the tape computed."""
-
-    def __init__(self, opt: Any, params: list, has_grad: list) -> None:
-        self.opt, self.params, self.has_grad = opt, params, has_grad
-        self.ids = tuple(id(p) for p in params)
-
-    def __call__(self, *grads: Any) -> None:
-        it = iter(grads)
-        for p, has in zip(self.params, self.has_grad):
-            p.grad = wrap(next(it)) if has else None
-        self.opt.step()
-
-
-class _Draw:
-    """A tape entry that draws: ``kernel`` on the generator ``get_generator(generator)`` gives at
-    replay (the default generator of that moment, or the one passed, guarded by identity)."""
-
-    def __init__(self, kernel: Callable, generator: Any) -> None:
-        self.kernel, self.generator = kernel, generator
-        self.__name__ = getattr(kernel, "__name__", "draw")
-
-    def __call__(self, args: tuple) -> Any:
-        return self.kernel(_random.get_generator(self.generator), *args)
-
-
-def _fill(tpl: tuple, vals: dict) -> Any:
-    """A parameter rebuilt from its template: ("a", slot) an array, ("t", slot) a tensor, ("c", value)
-    a constant, (tuple or list, parts) a sequence of those."""
-    tag = tpl[0]
-    if tag == "a":
-        return vals[tpl[1]]
-    if tag == "t":
-        return wrap(vals[tpl[1]])
-    if tag == "c":
-        return tpl[1]
-    return tag(_fill(p, vals) for p in tpl[1])
-
-
-def _user_line() -> str:
-    """``file:line`` of the innermost frame outside chainrule and the installed libraries."""
-    frame = sys._getframe(1)
-    while frame is not None and (_package(frame) == "chainrule"
-                                 or frame.f_code.co_filename.startswith(_LIBRARY_DIRS)):
-        frame = frame.f_back
-    return "?" if frame is None else f"{frame.f_code.co_filename}:{frame.f_lineno}"
-
-
-def _leaf_names(tree: Any) -> list[str]:
-    if type(tree) is int:                   # _flatten_call's positional leaves
-        return [f"argument {i}" for i in range(tree)]
-    return [(f"argument {p[1]}" if p[0] == 0 else f"argument {p[1]!r}") + "".join(f"[{k!r}]" for k in p[2:])
-            for p in paths(tree)]
 
 
 class _Capture:
@@ -527,10 +538,16 @@ class _Capture:
         needed |= {w[1] for w in rec.grad_writes if w[1] is not None}
         needed |= {rec.entries[i][4] for i, _, _ in rec.islands}
         needed |= {e[4] for e in rec.entries if type(e[0]) is _Draw}     # a replay moves the stream as eager
+        needed |= {w[0] for w in rec.writes}                            # and writes where eager writes
         self.grad_writes = rec.grad_writes
         if any(at > i for at, *_ in rec.checks for i, _, _ in rec.islands):
             raise _Refused("it reads a value (.item(), float(), ...) after opt.step(): a replay would "
                            "have to stop after the optimizer's writes; read it before the step")
+        # a value guard after a write into an external: a replay that misses there puts it back
+        late = any(into and any(c[0] > i for c in rec.checks) for _, i, into in rec.writes)
+        self.restore = sorted(rec.initial) if late else []
+        # writes outside the tape that a kernel's error could leave half done: the error is raised
+        self.effects = bool(rec.islands) or not late and any(into for *_, into in rec.writes)
         self.islands = [(opt, found[1], found[2], found[3], rec.entries[i][0].ids)
                         for i, opt, found in rec.islands]
         keep = []
@@ -585,22 +602,92 @@ class _Capture:
                                  | {i[1] for i in self.islands})
         self.run: Callable | None = None
         self.drew = rec.drew
+        self.bumps: list = []                # (which tensor, taped writes): its version moves as eagerly
+        families: set = set()
+        for key, (m, count) in rec.bumps.items():
+            family = id(m._family) if m._family is not None else key
+            if key in rec.persistent and family not in families:
+                families.add(family)
+                found = rec.scan.tensors.get(key)
+                self.bumps.append((("leaf", rec.leaf_tensor[key]) if key in rec.leaf_tensor else
+                                   ("path", found[1], found[2], found[3]), count))
+        # every tensor found by the scan that the step read: requires_grad and the hooks (the backward
+        # reaches it even where its value is dead code)
+        self.graph_guards = [(found[1], found[2], found[3], t._requires_grad, _hooks_of(t))
+                             for key, (t, *_) in rec.seen.items()
+                             if key in rec.scan.tensors and key not in rec.leaf_tensor
+                             for found in (rec.scan.tensors[key],)]
+        self.used_roots = sorted(set(self.used_roots) | {w[0][1] for w in self.bumps if w[0][0] == "path"}
+                                 | {g[0] for g in self.graph_guards})
+        self.layout = None                   # with writes: the arrays' strides fix which kernels return views
+        if rec.writes:
+            objs = leaves + [_walk(rec.scan.roots[e[1]](), e[2]) for e in self.exts]
+            self.layout = _layout(objs)
+        if not rec.islands:
+            self._verify(rec, leaves, out_leaves)
+
+    def _verify(self, rec: _Recorder, leaves: list, out_leaves: list) -> None:
+        """Replay the tape once on the capture's own inputs (a copy of the externals it wrote into,
+        as they were before) and compare with what eager execution left: the outputs, the new
+        ``.grad``s and the arrays written. A difference means the step computed something the tape
+        does not see (NumPy code writing into ``t.data`` of a tensor made inside the step or of a
+        gradient, in a hook, ...): refused."""
+        vals = self.init[:]
+        for s, i, data in self.args:
+            vals[s] = leaves[i].data if data else leaves[i]
+        for s, root, steps, via, _, _ in self.exts:
+            obj = _walk(rec.scan.roots[root](), steps)
+            vals[s] = obj.data if via else obj
+        for s, (copy, _, _) in rec.initial.items():
+            vals[s] = copy
+        self.run = _generate(self.entries, self.checks,
+                             [o[1] for o in self.outs if o[0] in ("tensor", "array")]
+                             + [w[1] for w in self.grad_writes if w[1] is not None])
+        gens = [(g, start, _rng_state(g)) for g, _, start in rec.rng_start]
+        try:
+            for g, start, _ in gens:
+                _set_rng_state(g, start)
+            with warnings.catch_warnings(), np.errstate(all="ignore"):
+                warnings.simplefilter("ignore")
+                self.run(vals)
+            drawn = [_rng_state(g) for g, _, _ in gens]
+        except Exception as e:
+            raise _Refused(f"a replay on the capture's own inputs fails ({type(e).__name__}: {e})") from None
+        finally:
+            for g, _, end in gens:
+                _set_rng_state(g, end)
+        if drawn != [end for _, _, end in gens]:
+            raise _Refused("a replay on the capture's own inputs draws other random numbers than eager")
+        got = [(f"output {k}", vals[o[1]], x.data if isinstance(x, Tensor) else x)
+               for k, (o, x) in enumerate(zip(self.outs, out_leaves)) if o[0] in ("tensor", "array")]
+        got += [(f"{w[0][3] if w[0][0] == 'path' else self.names[w[0][1]]}.grad", vals[w[1]],
+                 (leaves[w[0][1]] if w[0][0] == "leaf" else _walk(rec.scan.roots[w[0][1]](), w[0][2])).grad.data)
+                for w in self.grad_writes if w[1] is not None]
+        got += [(name, copy, arr) for copy, arr, name in rec.initial.values()]
+        for what, a, b in got:
+            if a.dtype != b.dtype or a.shape != b.shape or a.tobytes() != b.tobytes():
+                raise _Refused(f"a replay on the capture's own inputs gives another {what} than eager "
+                               f"execution: the step computes values outside chainrule's ops (NumPy code "
+                               f"writing into t.data, in a hook?)")
 
     def _output(self, rec: _Recorder, x: Any, leaves: list) -> tuple:
         if isinstance(x, Tensor):
             if x._requires_grad:
                 raise _Refused("it returns a tensor that requires grad (a live graph); return "
                                "t.detach(), or values and gradients (cr.value_and_grad)")
-            known = rec.seen.get(id(x))
-            if (x._version != known[1]) if known is not None else x._version:
-                raise _Refused("it returns a tensor changed in place during the step")
+            if x._version != rec.expected_version(x):
+                raise _Refused("it returns a tensor changed in place outside chainrule's in-place ops "
+                               "(zero_(), a write through .data)")
             for i, leaf in enumerate(leaves):
                 if leaf is x:
                     return ("leaf", i)
             s = rec.slot_of.get(id(x.data))
             if s is None:
-                raise _Refused(f"it returns a tensor of shape {x.shape} not computed by chainrule's ops "
-                               f"in the step")
+                try:                    # (an argument's or a parameter's array, no op read it)
+                    s = rec.slot(x.data, x, "the output")
+                except _Refused:
+                    raise _Refused(f"it returns a tensor of shape {x.shape} not computed by chainrule's "
+                                   f"ops in the step") from None
             return ("tensor", s)
         if isinstance(x, ndarray):
             if id(x) not in rec.slot_of:
@@ -618,14 +705,12 @@ class _Capture:
             return "the arguments' structure changed", []
         if state != self.state:
             return _state_miss(state, self.state), []
-        if STATE.hooked_leaves:
-            return "post-accumulate-grad hooks are registered", []
         for i, (want, x) in enumerate(zip(self.leaf_guards, leaves)):
             if want[0] == "tensor":                 # the common case, inline: a miss is described below
                 d = x.data if type(x) is want[1] else None
                 if d is not None and d.shape == want[2] and (d.dtype is want[3] or d.dtype == want[3]) \
                         and x._requires_grad is want[4] and not (want[4] and (x.grad_fn is not None
-                                                                             or _hooked(x))):
+                                                                             or _hooks_of(x) != want[5])):
                     continue
             elif want[0] == "array" and type(x) is want[1] and x.shape == want[2] and x.dtype == want[3]:
                 continue
@@ -647,7 +732,7 @@ class _Capture:
                         exts.append((s, obj))
                         continue
                 elif obj.data.shape == want[2] and obj.data.dtype is want[3] and obj._requires_grad is want[4] \
-                        and obj.grad_fn is None and not _hooked(obj):
+                        and obj.grad_fn is None and _hooks_of(obj) == want[5]:
                     exts.append((s, obj.data))
                     continue
             miss = f"{name}: no longer found" if obj is _GONE else _describe_miss(name, want, obj)
@@ -656,6 +741,12 @@ class _Capture:
             if miss is not None:
                 return miss, []
             exts.append((s, obj.data if via else obj))
+        for root, steps, name, requires_grad, hooks in self.graph_guards:
+            t = _walk(roots[root], steps)
+            if t is not _GONE and (t._requires_grad is not requires_grad or _hooks_of(t) != hooks):
+                return (f"{name}: requires_grad {t._requires_grad} != {requires_grad}" if t._requires_grad
+                        is not requires_grad else f"{name}: its hooks changed ({len(_hooks_of(t))} now, "
+                        f"{len(hooks)} captured)"), []
         for root, steps, name, i in self.leaf_paths:
             if _walk(roots[root], steps) is not leaves[i]:
                 return f"{name}: no longer the tensor passed as {self.names[i]}", []
@@ -663,6 +754,8 @@ class _Capture:
         arrays += [arr for _, arr in exts]
         if (len({id(a) for a in arrays}) != len(arrays)) if self.distinct else _alias(arrays) != self.alias:
             return "the arguments share memory differently (the same tensor passed twice?)", []
+        if self.layout is not None and _layout(arrays) != self.layout:
+            return "an array's memory layout (strides, writeable) changed: the step writes in place", []
         for root, steps, name, value in self.value_guards:
             now = _walk(roots[root], steps)
             if not _same(now, value):
@@ -682,10 +775,16 @@ class _Capture:
                 return (f"{name}.grad: a gradient is present (the capture started from None: the "
                         f"backward would add to it)"), []
             targets.append((t, s))
-        return None, (exts, targets)
+        bumped = []
+        for where, count in self.bumps:
+            t = leaves[where[1]] if where[0] == "leaf" else _walk(roots[where[1]], where[2])
+            if t is _GONE:
+                return f"{where[3]}: no longer found", []
+            bumped.append((t, count))
+        return None, (exts, targets, bumped)
 
     def replay(self, leaves: list, exts: Any) -> Any:
-        exts, targets = exts
+        exts, targets, bumped = exts
         vals = self.init[:]
         for s, i, data in self.args:
             vals[s] = leaves[i].data if data else leaves[i]
@@ -695,14 +794,17 @@ class _Capture:
             self.run = _generate(self.entries, self.checks,
                                  [o[1] for o in self.outs if o[0] in ("tensor", "array")]
                                  + [w[1] for w in self.grad_writes if w[1] is not None])
-        if self.drew:             # a miss or a kernel's error after a draw: the generators go back
+        if self.drew or self.restore:   # a miss or a kernel's error: the generators and externals go back
             gens = [_random.get_generator(None if g is True else g) for g in self.drew]
             states = [g.bit_generator.state for g in gens]
+            saved = [(vals[s], vals[s].copy()) for s in self.restore if vals[s] is not None]
             try:
                 self.run(vals)
             except Exception:
                 for g, state in zip(gens, states):
                     g.bit_generator.state = state
+                for arr, copy in saved:
+                    np.copyto(arr, copy)
                 raise
         else:
             self.run(vals)
@@ -716,6 +818,9 @@ class _Capture:
                 g = grads.get(s) or wrap(vals[s])
                 t.grad = g
             grads[s] = g
+        for t, count in bumped:            # the version counters of the memory written, as eagerly
+            for _ in range(count):
+                t._bump()
         return self._outputs(vals, leaves, grads)
 
     def _outputs(self, vals: list, leaves: list, grads: dict) -> Any:
@@ -731,89 +836,6 @@ class _Capture:
             else:
                 out.append(o[1])
         return unflatten(self.out_tree, out)
-
-
-def _generate(entries: list, checks: list, outs: list) -> Callable:
-    """The tape as one Python function of the slot list: each slot a local variable, each entry one
-    call (no loop, no indexing); it writes the output slots back into the list."""
-    names: dict = {"_fill": _fill, "_post": _post, "_check": _check, "_asarray": np.asarray}
-    produced: set = set()
-    body: list = []
-    read: set = set()
-
-    def use(slot: int) -> str:
-        if slot not in produced:
-            read.add(slot)
-        return f"s{slot}"
-    c = 0
-    for k in range(len(entries) + 1):
-        while c < len(checks) and checks[c][0] == k:        # value guards: in their place
-            names[f"c{c}"] = checks[c]
-            body.append(f"_check(c{c}, {{{checks[c][1]}: {use(checks[c][1])}}})")
-            c += 1
-        if k == len(entries):
-            break
-        fn, ins, kw, dyn, o, post = entries[k]
-        names[f"f{k}"] = fn
-        args = ", ".join(use(i) for i in ins)
-        if dyn is not None:
-            names[f"p{k}"], names[f"d{k}"] = kw, dyn
-            env = "{" + ", ".join(f"{j}: {use(j)}" for j in sorted({j for _, t in dyn for j in _slots_of(t)})) + "}"
-            kws = f"**{{**p{k}, **{{key: _fill(tpl, {env}) for key, tpl in d{k}}}}}"
-            call = f"f{k}({args + ', ' if args else ''}{kws})"
-        elif kw:
-            names[f"p{k}"] = kw
-            call = f"f{k}({args + ', ' if args else ''}**p{k})"
-        else:
-            call = f"f{k}({args})"
-        if post == "asarray":
-            call = f"_asarray({call})"
-        elif post is not None:
-            names[f"q{k}"] = post
-            call = f"_post({call}, q{k})"
-        body.append(f"s{o} = {call}")
-        produced.add(o)
-    for o in outs:
-        body.append(f"v[{o}] = {use(o)}")
-    head = [f"s{j} = v[{j}]" for j in sorted(read)]
-    src = "def run(v):\n" + "".join(f"    {line}\n" for line in head + body + ["return None"])
-    exec(builtins.compile(src, "<cr.compile tape>", "exec"), names)   # noqa: S102 - our own code
-    return names["run"]
-
-
-def _slots_of(tpl: tuple) -> list:
-    if tpl[0] in ("a", "t"):
-        return [tpl[1]]
-    return [] if tpl[0] == "c" else [s for p in tpl[1] for s in _slots_of(p)]
-
-
-def _post(r: Any, post: Any) -> Any:
-    """What apply does to a kernel's result: ``np.asarray`` ("asarray"), a rounding ("astype", ...)."""
-    return np.asarray(r) if post == "asarray" else (r if post[2] is None else _post(r, post[2])).astype(post[1])
-
-
-def _check(check: tuple, vals: list) -> None:
-    _, s, kind, value, where = check
-    now = vals[s].item() if kind == "item" else bool(vals[s].any()) if kind == "any" else int(vals[s].__index__())
-    if not _same(now, value):
-        raise _Miss(f"{where}: {now!r} != {value!r}" if kind == "any" else
-                    f"the value read by .{kind}() at {where}: {now!r} != {value!r}")
-
-
-def _flatten_call(args: tuple, kwargs: dict) -> tuple[list, Any]:
-    """``flatten((args, kwargs))``; positional leaves only (the common call) without the walk."""
-    if not kwargs and not any(isinstance(x, (dict, list, tuple)) for x in args):
-        return list(args), len(args)
-    return flatten((args, kwargs))
-
-
-def _same_numpy_state(a: tuple, b: tuple) -> bool:
-    return all(np.array_equal(x, y) if isinstance(x, ndarray) else x == y for x, y in zip(a, b))
-
-
-def _rng_state(g: Any) -> bytes:
-    """A NumPy generator's state, comparable (MT19937's holds an array)."""
-    return pickle.dumps(g.bit_generator.state if isinstance(g, np.random.Generator) else g.get_state())
 
 
 def _state() -> tuple:
@@ -889,6 +911,8 @@ class Compiled:
                 except _Miss as e:
                     failed = str(e)
                 except Exception:                # a kernel refused these values: eager raises its error
+                    if cap.effects:              # (unless the replay wrote outside the tape before)
+                        raise
                     return self._eager(args, kwargs)
             if failed is not None:
                 miss = miss or failed
@@ -913,6 +937,9 @@ class Compiled:
             if not isinstance(x, (Tensor, ndarray) + _SCALARS):
                 scan.add_root(lambda i=i, x=x: x, f"argument {i}")
         scan._function(self.fn, 0)
+        for t in [x for x in leaves if isinstance(x, Tensor)] + [f[0] for f in list(scan.tensors.values())]:
+            for fn in _hooks_of(t):          # what the hooks on what it reads read (and change)
+                scan.add_root(lambda fn=fn: fn, f"a hook on a tensor of shape {t.shape}")
         rec = _Recorder(leaves, scan)
         rng = np.random.get_state(), random.getstate()
         with state_scope(recorder=rec):

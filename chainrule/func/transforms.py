@@ -257,7 +257,10 @@ def _conj(g: Any) -> Any:
 
 
 def _zeros(x: Any) -> np.ndarray:
-    return np.zeros(x.shape, dtype=x.dtype)
+    z = np.zeros(x.shape, dtype=x.dtype)
+    if STATE.recorder is not None:          # a capture (cr.compile): a replay makes it too
+        STATE.recorder.on_kernel(np.zeros, (), {"shape": z.shape, "dtype": z.dtype}, z)
+    return z
 
 
 # ----- reverse mode core -----
@@ -468,7 +471,10 @@ def _value_and_grad(fun: Fn, primal: Any, labels: _Labels, tensor_out: bool, who
                          f"function use cr.jacobian (the full Jacobian) or cr.vjp (a vector-Jacobian "
                          f"product); with has_aux=True f returns (scalar, aux)")
     out = pb.outs[0]
-    gs = pb.pull([np.ones(out.shape, dtype=out.dtype)])
+    seed = np.ones(out.shape, dtype=out.dtype)
+    if STATE.recorder is not None:
+        STATE.recorder.on_seed(seed)
+    gs = pb.pull([seed])
     if holomorphic:                         # the VJP of 1 is conj(f'(z))
         gs = [_conj(g) for g in gs]
     grads = tree.unflatten(pb.in_tree, [_export(g, tensor_out, pb.connected) for g in gs])

@@ -82,7 +82,12 @@ def _setitem(self: Tensor, index: Any, value: Any) -> None:
 def _commit(t: Tensor, new: Any, op: str) -> None:
     """The end of an in-place ``op`` outside cr.vmap: ``t`` takes the value and history of ``new``,
     and so do its bases and views."""
-    rebase(t._assign(new, op), new)
+    st = STATE.__dict__
+    if st["rare"] and st["recorder"] is not None:    # cr.compile: it writes (t._assign) and tapes the write
+        st["recorder"].on_write(t, new, op)
+    else:
+        t._assign(new, op)
+    rebase(t, new)
     if t._family is not None:
         after_write(t)
 

@@ -161,7 +161,9 @@ def _rest(flat: list) -> int:
 def region_shape(shape: tuple, index: tuple) -> tuple:
     """The shape of ``x[index]`` for an ``x`` of ``shape`` (computed on a zero-byte stand-in)."""
     dummy = np.lib.stride_tricks.as_strided(np.zeros(1, dtype=np.bool_), shape=shape, strides=(0,) * len(shape))
-    clean = tuple(i.value if isinstance(i, Batch) else np.asarray(i) if isinstance(i, Tensor) else i for i in index)
+    # (a tensor index by its array: np.asarray would count as a value read under cr.compile)
+    clean = tuple(i.value if isinstance(i, Batch) else
+                  (i.data if type(i) is Tensor else np.asarray(i)) if isinstance(i, Tensor) else i for i in index)
     return dummy[clean].shape
 
 

@@ -499,12 +499,18 @@ def _apply(actions: tuple, ts: list, lib, seen: dict, fired: dict, label: str) -
     return dropped
 
 
-def execute(p: Program, lib, plan: dict | None = None) -> dict:
+def leaves(p: Program, lib, seed: int | None = None) -> list:
+    """The program's leaves (values from ``p.seed``, or from ``seed``)."""
+    rng = np.random.default_rng(p.seed if seed is None else seed)
+    return [lib.leaf(rng.uniform(-1.5, 1.5, size=s)) for s in p.shapes]
+
+
+def execute(p: Program, lib, plan: dict | None = None, ts: list | None = None) -> dict:
     """Run ``p`` in ``lib``; return the loss, every tensor's .grad, what each observer saw, and the
     gradients autograd.grad returned. ``plan``: torch's run decides what the second-order pass of
-    the create_graph modes differentiates (which gradients require grad); chainrule follows it."""
-    rng = np.random.default_rng(p.seed)
-    ts = [lib.leaf(rng.uniform(-1.5, 1.5, size=s)) for s in p.shapes]
+    the create_graph modes differentiates (which gradients require grad); chainrule follows it.
+    ``ts``: the leaves (default: ``leaves(p, lib)``), extended with every tensor the program makes."""
+    ts = leaves(p, lib) if ts is None else ts
     lib.prepare(ts, p)
     for op, args, param in p.ops:
         a = ts[args[0]]

@@ -538,69 +538,82 @@ def _view(t, how: str, param):
     return t.T if how == "T" else t.detach()
 
 
-def execute(p: Program, lib) -> dict:
-    """Run ``p`` in ``lib``; return ("raised", step, error) or the loss, grads and final values."""
-    rng = np.random.default_rng(p.seed)
-    ts = [lib.leaf(rng.uniform(-1.5, 1.5, size=s)) for s in p.shapes]
+def leaves(p: Program, lib, seed: int | None = None) -> list:
+    """The program's leaves (values from ``p.seed``, or from ``seed``)."""
+    rng = np.random.default_rng(p.seed if seed is None else seed)
+    return [lib.leaf(rng.uniform(-1.5, 1.5, size=s)) for s in p.shapes]
+
+
+def run(p: Program, lib, ts: list, at: list) -> tuple:
+    """Run ``p`` on its leaves ``ts`` (extended with every tensor the program makes) up to and with
+    ``loss.backward()``; return (loss, retained, returned_input). ``at[0]``: the step running (an
+    error's step: see check)."""
     b = p.base
     ts.append(ts[0] * b[1] if b[0] == "mul" else getattr(lib, b[0])(ts[0]))
     retained, returned_input = [], []
-    step_no = -1
-    try:
-        for step in p.steps:
-            step_no += 1
-            kind = step[0]
-            if kind in IN_PLACE_KINDS:
-                _ = ts[step[1]].is_leaf                    # see STALE GRAD_FN
-            if kind == "view":
+    for step in p.steps:
+        at[0] += 1
+        kind = step[0]
+        if kind in IN_PLACE_KINDS:
+            _ = ts[step[1]].is_leaf                    # see STALE GRAD_FN
+        if kind == "view":
+            ts.append(_view(ts[step[1]], step[2], step[3]))
+        elif kind == "ngview":
+            with lib.no_grad():
                 ts.append(_view(ts[step[1]], step[2], step[3]))
-            elif kind == "ngview":
-                with lib.no_grad():
-                    ts.append(_view(ts[step[1]], step[2], step[3]))
-            elif kind == "split":
-                ts += list(lib.split(ts[step[1]], step[2]))
-            elif kind == "unbind":
-                ts += list(lib.unbind(ts[step[1]]))
-            elif kind == "op":
-                op, args = step[1], step[2]
-                a = ts[args[0]]
-                if op == "tanh":
-                    ts.append(lib.tanh(a))
-                elif op == "exp":
-                    ts.append(lib.exp(lib.tanh(a)))
-                else:
-                    c = ts[args[1]]
-                    ts.append(a * c if op == "mul" else a + c if op == "add" else a / (c * c + 1)
-                              if op == "div" else a @ c)
-            elif kind == "iconst":
-                _in_place(ts[step[1]], step[2], step[3])
-            elif kind == "itensor":
-                _in_place(ts[step[1]], step[2], ts[step[3]])
-            elif kind in ("ngiconst", "ngitensor"):
-                with lib.no_grad():
-                    _in_place(ts[step[1]], step[2], step[3] if kind == "ngiconst" else ts[step[3]])
-            elif kind == "setitem":
-                value = step[3][1] if step[3][0] == "const" else ts[step[3][1]]
-                ts[step[1]][_np_key(step[2])] = value
-            elif kind == "dirty":
-                t = ts[step[1]]
-                returned_input.append(lib.dirty[step[2]].apply(t) is t)
-            elif kind == "retain":
-                _ = ts[step[1]].is_leaf                    # see STALE GRAD_FN
-                ts[step[1]].retain_grad()
-                retained.append(step[1])
+        elif kind == "split":
+            ts += list(lib.split(ts[step[1]], step[2]))
+        elif kind == "unbind":
+            ts += list(lib.unbind(ts[step[1]]))
+        elif kind == "op":
+            op, args = step[1], step[2]
+            a = ts[args[0]]
+            if op == "tanh":
+                ts.append(lib.tanh(a))
+            elif op == "exp":
+                ts.append(lib.exp(lib.tanh(a)))
             else:
-                t, c = ts[step[1]], step[2]
-                if not t.is_leaf:     # read is_leaf first, and pass None through: see HOOKS
-                    t.register_hook(lambda g, c=c: None if g is None else g * c)
-        step_no = len(p.steps)
-        loss = None
-        for i in p.loss:
-            term = (ts[i] * ts[i]).sum()
-            loss = term if loss is None else loss + term
-        step_no += 1
-        loss.backward()
-        step_no += 1                  # reading the results: torch's LAZY_VIEW_ERROR may come here
+                c = ts[args[1]]
+                ts.append(a * c if op == "mul" else a + c if op == "add" else a / (c * c + 1)
+                          if op == "div" else a @ c)
+        elif kind == "iconst":
+            _in_place(ts[step[1]], step[2], step[3])
+        elif kind == "itensor":
+            _in_place(ts[step[1]], step[2], ts[step[3]])
+        elif kind in ("ngiconst", "ngitensor"):
+            with lib.no_grad():
+                _in_place(ts[step[1]], step[2], step[3] if kind == "ngiconst" else ts[step[3]])
+        elif kind == "setitem":
+            value = step[3][1] if step[3][0] == "const" else ts[step[3][1]]
+            ts[step[1]][_np_key(step[2])] = value
+        elif kind == "dirty":
+            t = ts[step[1]]
+            returned_input.append(lib.dirty[step[2]].apply(t) is t)
+        elif kind == "retain":
+            _ = ts[step[1]].is_leaf                    # see STALE GRAD_FN
+            ts[step[1]].retain_grad()
+            retained.append(step[1])
+        else:
+            t, c = ts[step[1]], step[2]
+            if not t.is_leaf:     # read is_leaf first, and pass None through: see HOOKS
+                t.register_hook(lambda g, c=c: None if g is None else g * c)
+    at[0] = len(p.steps)
+    loss = None
+    for i in p.loss:
+        term = (ts[i] * ts[i]).sum()
+        loss = term if loss is None else loss + term
+    at[0] += 1
+    loss.backward()
+    at[0] += 1                        # reading the results: torch's LAZY_VIEW_ERROR may come here
+    return loss, retained, returned_input
+
+
+def execute(p: Program, lib) -> dict:
+    """Run ``p`` in ``lib``; return ("raised", step, error) or the loss, grads and final values."""
+    ts = leaves(p, lib)
+    at = [-1]
+    try:
+        loss, retained, returned_input = run(p, lib, ts, at)
         is_leaf = [bool(t.is_leaf) for t in ts]
         return {"raised": None,
                 "loss": lib.numpy(loss),
@@ -611,7 +624,7 @@ def execute(p: Program, lib) -> dict:
                 "requires_grad": [bool(t.requires_grad) for t in ts],
                 "returned_input": returned_input}
     except lib.errors as e:
-        return {"raised": step_no, "error": f"{type(e).__name__}: {e}"}
+        return {"raised": at[0], "error": f"{type(e).__name__}: {e}"}
 
 
 def _close(got, want, what: str, p: Program) -> None:

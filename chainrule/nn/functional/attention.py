@@ -13,6 +13,7 @@ from typing import Any
 
 from chainrule import numpy as ops
 from chainrule.core._backend import np
+from chainrule.core._constants import shape_constant
 from chainrule.core._dtypes import is_floating
 from chainrule.core._shapes import broadcasts_to
 from chainrule.core.errors import DTypeError, ShapeError
@@ -48,8 +49,10 @@ def _additive(mask: Any, dtype: Any, true_means_masked: bool, who: str, name: st
 
 
 def _causal_bias(n_q: int, n_k: int, dtype: Any) -> Any:
-    """-inf above the diagonal (query i sees keys 0..i), top-left aligned as PyTorch."""
-    return np.where(np.triu(np.ones((n_q, n_k), dtype=bool), 1), -np.inf, 0.0).astype(dtype)
+    """-inf above the diagonal (query i sees keys 0..i), top-left aligned as PyTorch (made once per
+    shape and dtype: a constant that cr.compile can bake into a tape)."""
+    return shape_constant(("causal_bias", n_q, n_k, np.dtype(dtype).str), lambda: np.where(
+        np.triu(np.ones((n_q, n_k), dtype=bool), 1), -np.inf, 0.0).astype(dtype))
 
 
 def _project(x: Any, w: Any, b: Any) -> Any:
