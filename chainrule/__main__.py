@@ -6,7 +6,7 @@ import sys
 
 COMMANDS = {
     "tour": ("chainrule.tour", "a guided tour of the seeds: live code, measured figures"),
-    "train": ("chainrule.train", "train an MLP/CNN on the embedded digits dataset"),
+    "train": ("chainrule.train", "train an MLP/CNN on the embedded digits, or a GPT on embedded text"),
 }
 
 

@@ -122,3 +122,13 @@ def test_compile_section_prints_eager_and_compiled_speed(tour_output):
     assert chain and tiny and "median of 5 interleaved runs" in section
     assert float(chain.group(2)) < float(chain.group(1))      # ~5x measured; only the order is checked
     assert "eager_runs=0" in section
+
+
+def test_transformer_section_prints_the_memory_and_6n_lines(tour_output):
+    ratio = float(re.search(r"FLOPs per token, forward\+backward: matmuls [\d,]+ = ([\d.]+) x 6N",
+                            tour_output).group(1))
+    assert 1.0 < ratio < 1.3                         # 6N plus attention's T x T products
+    cut = float(re.search(r"with sqrt\(L\) checkpointing [\d.]+ MiB \(([\d.]+)x\); under no_grad 0 B",
+                          tour_output).group(1))
+    assert cut < 0.7
+    assert "batch doubled (batch 8, n_ctx 32, n_layer 4): saved bytes x2.00" in tour_output

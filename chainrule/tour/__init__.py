@@ -33,5 +33,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 ORDER = ["graph", "reverse", "modes", "hvp", "activations", "checkpointing", "gradcheck", "training",
-         "compile", "graph_picture", "precision", "control-flow", "nan-trap", "implicit", "estimators"]
+         "transformer", "compile", "graph_picture", "precision", "control-flow", "nan-trap", "implicit", "estimators"]
 SECTIONS.sort(key=lambda s: ORDER.index(s.key) if s.key in ORDER else len(ORDER))

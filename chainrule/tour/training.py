@@ -8,6 +8,8 @@ import numpy as np
 import chainrule as cr
 from chainrule import train as tr
 from chainrule.tour._sections import Context, section
+from chainrule.train import figures, lm
+from chainrule.train.transformer import GPT, GPTConfig
 
 
 @section("training", "A training loop: forward, loss, backward, step; validation under no_grad",
@@ -60,3 +62,35 @@ def graph_picture(ctx: Context) -> None:
         path = cr.viz.render(loss, os.path.join(ctx.out, "graph.png"), params, title="MLP loss")
         ctx.say(f"graph picture: {path}")
 
+
+
+@section("transformer", "A transformer on text: activation memory and C ≈ 6ND measured on a GPT",
+         "activation memory grows with batch x depth x width x sequence and dominates training; "
+         "no_grad frees it, checkpointing cuts it; training costs about 6 FLOPs per weight per token")
+def transformer_run(ctx: Context) -> None:
+    steps = 15 if ctx.fast else 60
+    corpus = cr.data.CharCorpus.devils_dictionary()
+    cr.random.manual_seed(0)
+    cfg = GPTConfig(len(corpus.vocab), n_ctx=32, d_model=48, n_head=4, n_layer=4)
+    model = GPT(cfg)
+    args = lm.parser().parse_args(["--steps", str(steps), "--batch-size", "16", "--n-ctx", "32", "--lr", "1e-2",
+                                   "--warmup", "5", "--eval-every", str(steps), "--quiet"])
+    ctx.say(f"a character-level GPT ({cfg.n_layer} pre-norm blocks, d_model {cfg.d_model}, "
+            f"{model.num_parameters():,} parameters) on The Devil's Dictionary, {steps} AdamW steps:")
+    lm.train(model, corpus, args, log=lambda line: ctx.say("    " + line))
+    ctx.say(f"    (unigram baseline: {corpus.unigram_bits():.3f} bits/char; "
+            f"python -m chainrule train --model transformer trains the full one)")
+    x, y = corpus.batch("train", 16, cfg.n_ctx, generator=np.random.default_rng(1))
+    counted = figures.counted_flops(model, x, y)
+    n = figures.closed_form_flops(cfg, 16)["n_matmul"]
+    tokens = 16 * cfg.n_ctx
+    mm = (counted["matmul_forward"] + counted["matmul_backward"]) / tokens
+    ctx.say(f"FLOPs per token, forward+backward: matmuls {mm:,.0f} = {mm / (6 * n):.2f} x 6N "
+            f"(N = {n:,}; the rest is attention's T x T products), all ops "
+            f"{(counted['forward'] + counted['backward']) / tokens / (6 * n):.2f} x 6N")
+    plain, sqrt = (figures.activation_bytes(model, x, y, m) for m in ("none", "sqrt"))
+    ctx.say(f"saved activations for one batch: {plain / 2**20:.1f} MiB; with sqrt(L) checkpointing "
+            f"{sqrt / 2**20:.1f} MiB ({sqrt / plain:.2f}x); under no_grad "
+            f"{figures.forward_saved_bytes(model, x, y, grad=False)} B")
+    for what, b, t, layers, _, ratio in figures.scaling_table(cfg, corpus, 4)[1:]:
+        ctx.say(f"    {what} doubled (batch {b}, n_ctx {t}, n_layer {layers}): saved bytes x{ratio:.2f}")

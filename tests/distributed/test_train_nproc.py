@@ -7,6 +7,7 @@ import re
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 from test_distributed import LAUNCHER_VARS, MPIEXEC, ROOT, needs_mpi
 
@@ -66,3 +67,22 @@ def test_nproc_without_the_mpi_extra_names_it():
 @pytest.mark.skipif(collectives.mpi4py is None or MPIEXEC is None, reason="needs the mpi extra")
 def test_find_mpiexec_prefers_the_wheels():
     assert train.find_mpiexec() == MPIEXEC
+
+
+@needs_mpi
+def test_transformer_nproc_2_follows_one_process_with_the_same_global_batch(tmp_path, monkeypatch):
+    import json
+    for k in LAUNCHER_VARS:
+        monkeypatch.delenv(k, raising=False)
+    args = ["--model", "transformer", "--steps", "6", "--batch-size", "8", "--n-ctx", "16", "--d-model", "16",
+            "--n-layer", "1", "--n-head", "2", "--eval-every", "3", "--quiet", "--no-figures", "--generate", "0"]
+    two = run_cli(*args, "--nproc", "2", "--history", str(tmp_path / "two.json"))
+    assert two.returncode == 0, two.stderr[-3000:]
+    assert two.stdout.count("validation:") == 1 and "batch 8 (4 on each of 2 processes)" in two.stdout
+    one = run_cli(*args, "--history", str(tmp_path / "one.json"))
+    assert one.returncode == 0, one.stderr[-3000:]
+    h2, h1 = (json.loads((tmp_path / f"{n}.json").read_text()) for n in ("two", "one"))
+    # each rank's mean loss over its 4 rows, averaged: the global batch's mean; the gradients differ
+    # from one process's only in float32 summation order
+    np.testing.assert_allclose(h2["train_loss"], h1["train_loss"], rtol=1e-5)
+    np.testing.assert_allclose(h2["val_loss"], h1["val_loss"], rtol=1e-5)

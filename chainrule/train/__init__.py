@@ -1,4 +1,5 @@
-"""``python -m chainrule train``: train an MLP (or a small CNN) on the embedded UCI digits.
+"""``python -m chainrule train``: train an MLP (or a small CNN) on the embedded UCI digits, or
+(``--model transformer``, ``train/lm.py``) a character-level GPT on *The Devil's Dictionary*.
 
 The loop is ``fit(model, optimizer, loader, ..., step=train_step)``: forward, loss, backward and
 update live in the step function, so a variant (mixed precision, loss scaling) swaps only that.
@@ -14,8 +15,6 @@ import argparse
 import copy
 import math
 import os
-import shutil
-import subprocess
 import sys
 import time
 from typing import Any, Callable
@@ -31,6 +30,10 @@ from chainrule.distributed import collectives as dist
 from chainrule.func.compile import compile as compile_step
 from chainrule.nn import functional as F
 from chainrule.nn.parallel import DistributedDataParallel
+from chainrule.train import lm
+from chainrule.train._launch import _progress, _silent, relaunch
+from chainrule.train._launch import find_mpiexec as find_mpiexec  # (tests and tools use them from here)
+from chainrule.train._launch import launch_env as launch_env
 
 StepFn = Callable[[nn.Module, optim.Optimizer, Tensor, Tensor], float]
 
@@ -173,16 +176,6 @@ def evaluate(model: nn.Module, x: np.ndarray, y: np.ndarray, batch_size: int = 5
     return total_loss / len(x), correct / len(x)
 
 
-def _progress(iterable: Any, total: int, desc: str, enabled: bool) -> Any:
-    if not enabled:
-        return iterable
-    try:
-        from tqdm import tqdm
-    except ImportError:
-        return iterable
-    return tqdm(iterable, total=total, desc=desc, leave=False, file=sys.stderr, dynamic_ncols=True)
-
-
 def fit(model: nn.Module, optimizer: optim.Optimizer, loader: data.DataLoader, x_val: np.ndarray,
         y_val: np.ndarray, epochs: int, step: StepFn = train_step, scheduler: Any = None,
         progress: bool = True, log: Callable[[str], None] = print) -> dict:
@@ -257,7 +250,9 @@ def save_plots(history: dict, out: str) -> list[str]:
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m chainrule train", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--model", choices=("mlp", "cnn"), default="mlp")
+    p.add_argument("--model", choices=("mlp", "cnn", "transformer"), default="mlp",
+                   help="transformer: a character-level GPT on The Devil's Dictionary (its own options: "
+                        "python -m chainrule train --model transformer --help)")
     p.add_argument("--epochs", type=int, default=None, help="default: 30 (mlp), 15 (cnn)")
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--lr", type=float, default=None, help="Adam learning rate (default 3e-3)")
@@ -277,41 +272,6 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def find_mpiexec() -> str | None:
-    """The mpich wheel's ``mpiexec`` (next to this Python), else the first on PATH."""
-    here = os.path.join(os.path.dirname(sys.executable), "mpiexec")
-    return here if os.path.exists(here) else shutil.which("mpiexec")
-
-
-def relaunch(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParser) -> int:
-    """Run this same command under ``mpiexec -n args.nproc``; its exit status."""
-    extra = 'pip install "chainrule[mpi]"'
-    if dist.mpi4py is None:
-        p.error(f"--nproc {args.nproc} needs mpi4py and an MPI launcher, which are not installed; {extra}")
-    mpiexec = find_mpiexec()
-    if mpiexec is None:
-        p.error(f"--nproc {args.nproc}: no mpiexec next to {sys.executable} or on PATH; {extra} "
-                f"(the mpich wheel brings one)")
-    cmd = [mpiexec, "-n", str(args.nproc), sys.executable, "-m", "chainrule", "train", *argv]
-    return subprocess.run(cmd, env=launch_env(args.nproc)).returncode
-
-
-_THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
-
-
-def launch_env(nproc: int) -> dict:
-    """The environment for ``nproc`` processes on this machine: this chainrule importable, and
-    (unless set) BLAS threads capped at cores/nproc, since N processes each spinning a full set of
-    OpenBLAS threads made a DDP step 13x slower on 2 cores (docs/distributed.md)."""
-    env = dict(os.environ)
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    for k in _THREAD_VARS:
-        env.setdefault(k, str(max(1, cores // nproc)))
-    return env
-
-
 class _GlobalLoss:
     """A step that returns the batch loss averaged over the ranks (the loss of the whole batch)."""
 
@@ -326,6 +286,8 @@ class _GlobalLoss:
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    if _model_of(argv) == "transformer":
+        return lm.main(argv)
     p = parser()
     args = p.parse_args(argv)
     if args.nproc is not None and args.nproc < 1:
@@ -392,5 +354,11 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _silent(*args: Any, **kwargs: Any) -> None:
-    """``print`` on the ranks other than 0."""
+def _model_of(argv: list[str]) -> str | None:
+    """The ``--model`` value in ``argv`` (``--model X`` or ``--model=X``), if any."""
+    for i, a in enumerate(argv):
+        if a == "--model" and i + 1 < len(argv):
+            return argv[i + 1]
+        if a.startswith("--model="):
+            return a.split("=", 1)[1]
+    return None
