@@ -125,3 +125,84 @@ def deep_numpy_jvp(ps: list, x: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, 
         h = np.tanh(h @ ps[i] + ps[i + 1])
         t = (1 - h * h) * (t @ ps[i])
     return h, t
+
+
+# ----- the character-level GPT of chainrule/train/transformer.py, as a torch twin -----
+def gpt_torch(torch, model, dtype=None):
+    """A torch module with ``model``'s (a chainrule ``GPT``) architecture, parameter names and weights:
+    ``twin(ids)`` gives the logits. ``dtype``: torch's dtype for the weights (default: the model's)."""
+    nn, tF = torch.nn, torch.nn.functional
+    cfg = model.cfg
+
+    class CausalSelfAttention(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.qkv = nn.Linear(cfg.d_model, 3 * cfg.d_model)
+            self.proj = nn.Linear(cfg.d_model, cfg.d_model)
+            self.drop = nn.Dropout(cfg.dropout)
+
+        def forward(self, x):
+            b, t, d = x.shape
+            q, k, v = self.qkv(x).reshape(b, t, 3, cfg.n_head, d // cfg.n_head).permute(2, 0, 3, 1, 4)
+            y = tF.scaled_dot_product_attention(q, k, v, is_causal=True,
+                                                dropout_p=cfg.dropout if self.training else 0.0)
+            return self.drop(self.proj(y.transpose(1, 2).reshape(b, t, d)))
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.ln1, self.attn, self.ln2 = nn.LayerNorm(cfg.d_model), CausalSelfAttention(), nn.LayerNorm(cfg.d_model)
+            self.mlp = nn.Sequential(nn.Linear(cfg.d_model, 4 * cfg.d_model), nn.GELU(approximate="tanh"),
+                                     nn.Linear(4 * cfg.d_model, cfg.d_model), nn.Dropout(cfg.dropout))
+
+        def forward(self, x):
+            x = x + self.attn(self.ln1(x))
+            return x + self.mlp(self.ln2(x))
+
+    class GPT(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.wte, self.wpe = nn.Embedding(cfg.vocab_size, cfg.d_model), nn.Embedding(cfg.n_ctx, cfg.d_model)
+            self.drop = nn.Dropout(cfg.dropout)
+            self.blocks = nn.ModuleList([Block() for _ in range(cfg.n_layer)])
+            self.ln_f = nn.LayerNorm(cfg.d_model)
+
+        def forward(self, ids):
+            t = ids.shape[-1]
+            x = self.drop(self.wte(ids) + self.wpe(torch.arange(t)))
+            for block in self.blocks:
+                x = block(x)
+            return tF.linear(self.ln_f(x), self.wte.weight)           # tied to the token embedding
+
+    state = {k: np.asarray(v.data) for k, v in model.state_dict().items()}
+    dtype = dtype or getattr(torch, str(next(iter(state.values())).dtype))
+    twin = GPT().to(dtype)
+    names = [k for k, _ in twin.named_parameters()]
+    if names != list(state):
+        raise AssertionError(f"gpt_torch: parameter names differ: {names} vs {list(state)}")
+    twin.load_state_dict({k: torch.tensor(v, dtype=dtype) for k, v in state.items()})
+    return twin.train(model.training)
+
+
+def gpt_torch_loss(torch, logits, targets):
+    """``lm_loss``'s twin: mean next-character cross-entropy of (batch, n_ctx, vocab) logits."""
+    return torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
+
+
+def gpt_torch_trainer(torch, twin, args, param_groups, schedule):
+    """``train/lm.py``'s ``Trainer.step`` for the twin, from the same arguments (``lm.parser()``'s) and
+    chainrule's ``param_groups`` and schedule factor (``warmup_cosine(...)``): AdamW with betas
+    (0.9, 0.95), then LambdaLR; clipping to ``args.clip``. ``step(x, y)`` returns the batch loss."""
+    params = list(twin.parameters())
+    opt = torch.optim.AdamW(param_groups(twin, args.weight_decay), lr=args.lr, betas=(0.9, 0.95))
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, schedule)
+
+    def step(x, y):
+        opt.zero_grad()
+        loss = gpt_torch_loss(torch, twin(x), y)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, args.clip).item()
+        opt.step()
+        sched.step()
+        return float(loss.item())
+    return step

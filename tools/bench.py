@@ -16,7 +16,7 @@ from pathlib import Path
 
 SUITE = ("bench_elementwise", "bench_mlp_step", "bench_deep_mlp", "bench_tiny_net", "bench_hvp",
          "bench_jacobian", "bench_checkpoint", "bench_jvp", "bench_complex", "bench_linalg", "bench_reductions",
-         "bench_stats", "bench_per_example", "bench_nn")
+         "bench_stats", "bench_per_example", "bench_nn", "bench_transformer")
 
 
 def suite_dir() -> Path:
