@@ -45,7 +45,8 @@ INTERNAL_PRIMITIVES = {"logdet": "cr.linalg.slogdet", "eigvalsh_vjp": "eigvalsh'
                        "conv": "cr.nn.functional.conv1d/2d/3d",
                        "conv_transpose": "cr.nn.functional.conv_transpose1d/2d/3d; conv's VJP in its input",
                        "conv_weight": "conv's VJP in its weight",
-                       "batch_norm_train": "cr.nn.functional.batch_norm (training mode), cr.nn.BatchNorm1d/2d/3d"}
+                       "batch_norm_train": "cr.nn.functional.batch_norm (training mode), cr.nn.BatchNorm1d/2d/3d",
+                       "gelu_tanh": "cr.nn.functional.gelu(x, approximate='tanh'), cr.nn.GELU('tanh')"}
 
 
 def public_api() -> list[str]:

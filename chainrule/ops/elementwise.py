@@ -23,6 +23,7 @@ _LN10 = math.log(10.0)
 _TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
 _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 _SQRT_HALF = math.sqrt(0.5)
+_GELU_C, _GELU_K = math.sqrt(2.0 / math.pi), 0.044715     # GELU's tanh approximation
 
 
 def _erf_numpy(x: Any) -> Any:
@@ -42,6 +43,24 @@ def _softplus_numpy(x: Any) -> Any:
 
 def _gelu_numpy(x: Any) -> Any:
     return 0.5 * x * (1 + _erf_numpy(x * _SQRT_HALF))
+
+
+def _gelu_tanh_numpy(x: Any) -> Any:
+    u = x * x                               # x/2 (1 + tanh(c (x + k x^3))), in place after one copy
+    u *= _GELU_C * _GELU_K
+    u += _GELU_C
+    u *= x
+    np.tanh(u, out=u)
+    u += 1
+    u *= x
+    u *= 0.5
+    return u
+
+
+def _dgelu_tanh(out: Any, x: Any) -> Any:
+    x2 = x * x
+    t = tanh(x * (_GELU_C + _GELU_C * _GELU_K * x2))
+    return 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * (_GELU_C + 3 * _GELU_C * _GELU_K * x2)
 
 
 def _relu_numpy(x: Any) -> Any:
@@ -125,6 +144,19 @@ ERF = unary("erf", _erf_numpy, lambda out, x: _TWO_OVER_SQRT_PI * exp(-x * x), c
 # exact (erf) GELU, torch.nn.functional.gelu's default
 GELU = unary("gelu", _gelu_numpy,
              lambda out, x: 0.5 * (1 + erf(x * _SQRT_HALF)) + x * _INV_SQRT_2PI * exp(-0.5 * x * x))
+# GELU's tanh approximation (GPT-2's), one node instead of nine: F.gelu(x, approximate="tanh")
+GELU_TANH = unary("gelu_tanh", _gelu_tanh_numpy, _dgelu_tanh)
+
+
+def gelu_tanh(x: Any) -> Any:
+    """``x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))`` as one node (``F.gelu(x, approximate="tanh")``).
+
+    >>> from chainrule.ops.elementwise import gelu_tanh
+    >>> gelu_tanh(tensor([1.0]))
+    tensor([0.841192])
+    """
+    return apply(GELU_TANH, (x,))
+
 # abs'(0) = 0 (sign(0) = 0), as in PyTorch
 ABS = defprim("abs", np.abs, vjps=(lambda g, out, x: g * _sgn(x),),
               jvps=(lambda t, out, x: _along(_sgn(x), t),), saves="x", decide=np.sign, complex="own")

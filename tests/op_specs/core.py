@@ -92,6 +92,8 @@ OP_SPECS: list[OpSpec] = [
     _unary("sigmoid"), _unary("relu"), OpSpec("softplus", cr.softplus,
                                               torch_fn=_tl(lambda t, x: t.nn.functional.softplus(x))),
     _unary("erf"), OpSpec("gelu", cr.gelu, torch_fn=_tl(lambda t, x: t.nn.functional.gelu(x))),
+    OpSpec("gelu_tanh", lambda x: cr.nn.functional.gelu(x, approximate="tanh"),
+           torch_fn=_tl(lambda t, x: t.nn.functional.gelu(x, approximate="tanh"))),
     _unary("abs"), _unary("reciprocal", (0.5, 2.0)), _unary("square"),
     _unary("sign", torch_name="sign"), _unary("floor"), _unary("ceil"),
     OpSpec("round", cr.round, domain=(-2.0, 2.0), torch_fn=_t("round")),

@@ -8,7 +8,6 @@ unused branch of a ``where`` is always fed a safe value, so its derivative is ne
 """
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from chainrule import numpy as ops
@@ -16,6 +15,7 @@ from chainrule.core._backend import np
 from chainrule.core.errors import DTypeError, ShapeError
 from chainrule.core.tensor import Tensor
 from chainrule.numpy import raw
+from chainrule.ops.elementwise import gelu_tanh
 
 __all__ = ["cosine_similarity", "elu", "gelu", "glu", "hardswish", "hardtanh", "leaky_relu", "mish", "normalize",
            "one_hot", "pairwise_distance", "prelu", "relu6", "selu", "silu", "softplus", "softsign"]
@@ -93,8 +93,7 @@ def gelu(input: Any, approximate: str = "none") -> Any:
         return ops.gelu(input)
     if approximate != "tanh":
         raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
-    inner = math.sqrt(2.0 / math.pi) * (input + 0.044715 * (input * input * input))
-    return 0.5 * input * (1.0 + ops.tanh(inner))
+    return gelu_tanh(input)
 
 
 def softplus(input: Any, beta: float = 1.0, threshold: float = 20.0) -> Any:
