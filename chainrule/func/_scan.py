@@ -55,6 +55,7 @@ class _Scan:
         self.root_names: list[str] = []
         self.seen: set[int] = set()
         self.generators: list[tuple] = []       # (NumPy generator, name): its state is compared around a capture
+        self.code_names: set = set()            # every name the scanned user code mentions
 
     def add_root(self, getter: Callable[[], Any], name: str) -> None:
         self.roots.append(getter)
@@ -145,6 +146,7 @@ class _Scan:
             self.add_root(lambda cell=cell: cell.cell_contents, code.co_freevars[i])
         glob = fn.__globals__
         names = _code_names(code)
+        self.code_names |= names
         for nm in names:
             if nm not in glob:
                 continue

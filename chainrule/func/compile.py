@@ -518,6 +518,24 @@ def _constant_safe(prim: Any, xs: tuple) -> bool:
 _STATIC = object()
 
 
+_HYPERPARAMETERS = ((True, "param_groups"), (True, "defaults"), (True, "state"))
+
+
+def _read_by_island(value: tuple, rec: _Recorder) -> bool:
+    """Whether a scanned Python value is an optimizer's hyperparameter (``lr``, ``betas``, a step
+    count) that only its taped ``opt.step()`` reads: the replay calls that step, which reads the value
+    then, so a scheduler's new learning rate needs no new capture. Not when the step's own code
+    names ``param_groups``/``defaults`` (it may read them into an op)."""
+    if rec.scan.code_names & {"param_groups", "defaults"}:
+        return False
+    root, steps = value[0], value[1]
+    for _, _, found in rec.islands:
+        n = len(found[2])
+        if found[1] == root and steps[:n] == found[2] and len(steps) > n and steps[n] in _HYPERPARAMETERS:
+            return True
+    return False
+
+
 class _Capture:
     """One recorded step: its guards, its tape (dead entries dropped) and how to rebuild its outputs."""
 
@@ -530,7 +548,7 @@ class _Capture:
                 raise _Refused(f"{name} is a non-leaf tensor that requires grad (a graph from outside "
                                f"the step); pass it detached")
         self.scan_roots = rec.scan.roots
-        self.value_guards = [(root, steps, name, value) for root, steps, name, value in rec.scan.values]
+        self.value_guards = [v for v in rec.scan.values if not _read_by_island(v, rec)]
         out_leaves, self.out_tree = flatten(out)
         self.outs = [self._output(rec, x, leaves) for x in out_leaves]
         needed = {o[1] for o in self.outs if o[0] in ("tensor", "array")}

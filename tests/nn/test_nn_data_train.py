@@ -235,9 +235,10 @@ def test_compiled_training_gives_bitwise_the_same_weights(kind):
     compiled = train.CompiledStep()
     got, ref = run(compiled), run(train.train_step)
     assert got == ref
-    # per epoch (a new learning rate): a capture, 5 replays, the last batch's capture (the first
-    # epoch's first capture starts from no .grad)
-    assert compiled.compiled.cache_info() == (5, 9, 0, 4)
+    # the first call starts from no .grad, the second from one, the last batch of 8 is a new shape:
+    # three captures, every other call replays (the scheduler's new learning rate is no miss: the
+    # taped opt.step() reads it)
+    assert compiled.compiled.cache_info() == (3, 11, 0, 2)
 
 
 def test_train_command_compile_prints_eager_and_compiled_epoch_times(capsys):
