@@ -159,6 +159,24 @@ class _Scan:
                 self.add_root(lambda nm=nm: glob[nm], nm)
 
 
+_HYPERPARAMETERS = ((True, "param_groups"), (True, "defaults"), (True, "state"))
+
+
+def _read_by_island(value: tuple, rec: Any) -> bool:
+    """Whether a scanned Python value is an optimizer's hyperparameter (``lr``, ``betas``, a step
+    count) that only its taped ``opt.step()`` reads: the replay calls that step, which reads the value
+    then, so a scheduler's new learning rate needs no new capture. Not when the step's own code
+    names ``param_groups``/``defaults`` (it may read them into an op)."""
+    if rec.scan.code_names & {"param_groups", "defaults"}:
+        return False
+    root, steps = value[0], value[1]
+    for _, _, found in rec.islands:
+        n = len(found[2])
+        if found[1] == root and steps[:n] == found[2] and len(steps) > n and steps[n] in _HYPERPARAMETERS:
+            return True
+    return False
+
+
 def _code_names(code: Any) -> set:
     names = set(code.co_names)
     for c in code.co_consts:

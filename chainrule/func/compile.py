@@ -42,6 +42,7 @@ from chainrule.func._scan import (
     _leaf_names,
     _Miss,
     _path_name,
+    _read_by_island,
     _rng_state,
     _same,
     _same_numpy_state,
@@ -516,24 +517,6 @@ def _constant_safe(prim: Any, xs: tuple) -> bool:
 
 
 _STATIC = object()
-
-
-_HYPERPARAMETERS = ((True, "param_groups"), (True, "defaults"), (True, "state"))
-
-
-def _read_by_island(value: tuple, rec: _Recorder) -> bool:
-    """Whether a scanned Python value is an optimizer's hyperparameter (``lr``, ``betas``, a step
-    count) that only its taped ``opt.step()`` reads: the replay calls that step, which reads the value
-    then, so a scheduler's new learning rate needs no new capture. Not when the step's own code
-    names ``param_groups``/``defaults`` (it may read them into an op)."""
-    if rec.scan.code_names & {"param_groups", "defaults"}:
-        return False
-    root, steps = value[0], value[1]
-    for _, _, found in rec.islands:
-        n = len(found[2])
-        if found[1] == root and steps[:n] == found[2] and len(steps) > n and steps[n] in _HYPERPARAMETERS:
-            return True
-    return False
 
 
 class _Capture:
