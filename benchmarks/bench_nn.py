@@ -2,9 +2,12 @@
 parameter gradients (zeroed each step): a Conv2d+BatchNorm2d+ReLU block, a 2-layer LSTM (seq 64, batch 32,
 hidden 256), MultiheadAttention (seq 128, d 256, 8 heads) and one TransformerEncoderLayer step
 (d 256, 8 heads, feed-forward 1024, dropout 0). Both libraries run the same weights: the chainrule module
-is built first and its ``state_dict`` copied into the torch module.
+is built first and its ``state_dict`` copied into the torch module. ``--only nn_conv_bn`` (keys comma-separated)
+runs just those cases.
 """
 from __future__ import annotations
+
+import sys
 
 import _harness as H
 import numpy as np
@@ -132,5 +135,16 @@ def cases(quick: bool = False) -> list[H.Case]:
     return out
 
 
+def _only(argv: list[str]) -> tuple:
+    """``--only KEY[,KEY]``: run just those cases (their keys: nn_conv_bn, nn_lstm, nn_mha, nn_encoder)."""
+    if "--only" not in argv:
+        return argv, None
+    i = argv.index("--only")
+    if i + 1 >= len(argv):
+        raise SystemExit("bench_nn.py: --only needs case keys, e.g. --only nn_conv_bn")
+    return argv[:i] + argv[i + 2:], set(argv[i + 1].split(","))
+
+
 if __name__ == "__main__":
-    raise SystemExit(H.main(cases))
+    ARGV, KEYS = _only(sys.argv[1:])
+    raise SystemExit(H.main(lambda quick: [c for c in cases(quick) if KEYS is None or c.key in KEYS], ARGV))

@@ -7,13 +7,16 @@ over them, ``invstd = 1 / sqrt(var + eps)`` and ``xhat = (x - mu) * invstd``::
     dx = w * invstd * (g - mean(g) - xhat * mean(g * xhat))     (the closed form: one node, not ~20)
     dw = sum(g * xhat),   db = sum(g)
 
-A plain backward computes all three at once on ndarrays (the three rules share it: two reductions
-and four passes for dx, in one reused scratch array and the result); with ``create_graph`` (Tensors)
-the rules are compositions of chainrule ops, so they differentiate to any order. The JVP is the
-linearisation ``w * invstd * (t - mean(t) - xhat * mean(t * xhat)) + t_w * xhat + t_b``.
+A plain backward computes all three at once on ndarrays (the three rules share it, the bias's sum
+included); with ``create_graph`` (Tensors) the rules are compositions of chainrule ops, so they
+differentiate to any order. The JVP is the linearisation
+``w * invstd * (t - mean(t) - xhat * mean(t * xhat)) + t_w * xhat + t_b``.
 
-The backward recomputes the statistics from the saved input (two passes, one of which it needs
-anyway); the forward's are handed once to the running-statistics update, which
+The kernels work in blocks of examples (about 256 KiB): after a pass for the mean, each block is
+centred into a small scratch array and used while it is in cache (the variance; in the backward also
+the sums of g and g * (x - mean) in the same pass, then one pass for dx), so the centred input never
+goes out to memory. The backward recomputes the statistics from the saved input; the forward's are
+handed once to the running-statistics update, which
 ``nn.functional.batch_norm`` does outside the graph (``batch_norm_stats``). Sums accumulate over the
 batch in float64, as PyTorch's CPU kernels; 16-bit inputs are computed in float32 and rounded once.
 """
@@ -54,28 +57,54 @@ def _rows(a: Any) -> Any:
 
 
 # ----- the batch's statistics -----
-_SLOT = "batch_norm"      # the centred input: a temporary, in conv's per-thread scratch arrays
+_SLOT = "batch_norm"      # a block of the centred input: a temporary, in conv's per-thread scratch arrays
+_BLOCK_BYTES = 1 << 18    # examples per block: the centred block stays in cache between its uses
 
 
-def _channel_sums(v: Any, w: Any = None) -> Any:
-    """Per channel of (N, C, L): the sum of ``v`` (of ``v * w`` if given), pairwise along L in v's
-    dtype, then over N in float64 (PyTorch's CPU kernels accumulate float32 in double)."""
-    rows = np.add.reduce(v, axis=2) if w is None else np.einsum("ncl,ncl->nc", v, w)
+def _over_n(rows: Any) -> Any:
+    """Per channel: the sum over N of per-(example, channel) sums (N, C), in float64 (PyTorch's CPU
+    kernels accumulate float32 in double; longdouble stays)."""
     return np.add.reduce(rows, axis=0, dtype=np.float64 if rows.dtype.itemsize <= 8 else rows.dtype)
 
 
+def _blocks(v: Any) -> tuple:
+    """Slices of axis 0 of ``v`` (N, C, L), about ``_BLOCK_BYTES`` each (at least one example), and a
+    scratch array for one block."""
+    k = max(1, _BLOCK_BYTES // max(1, v[:1].nbytes))
+    n = v.shape[0]
+    return [slice(i, min(i + k, n)) for i in range(0, n, k)], _scratch(_SLOT, (k,) + v.shape[1:], v.dtype)
+
+
+def _centred(v: Any, g: Any = None) -> tuple:
+    """One pass over the blocks of ``v`` (N, C, L) after one for its mean ``mu``: each block centred
+    in cache, the rows (N, C) of sum((v - mu)**2) and, for a cotangent ``g``, of sum(g) and
+    sum(g * (v - mu)), each row summed pairwise in v's dtype. Returns (count, mu (float64), mu in v's
+    dtype (C, 1), the three row arrays)."""
+    count = v.shape[0] * v.shape[2]
+    mu = _over_n(np.add.reduce(v, axis=2)) / count
+    muc = mu.astype(v.dtype)[:, None]
+    blocks, tmp = _blocks(v)
+    sq = np.empty(v.shape[:2], v.dtype)
+    gs, gd = (None, None) if g is None else (np.empty_like(sq), np.empty_like(sq))
+    for at in blocks:
+        d = np.subtract(v[at], muc, out=tmp[:at.stop - at.start])
+        np.einsum("ncl,ncl->nc", d, d, out=sq[at])
+        if g is not None:
+            np.add.reduce(g[at], axis=2, out=gs[at])
+            np.einsum("ncl,ncl->nc", g[at], d, out=gd[at])
+    return count, mu, muc, sq, gs, gd
+
+
 def _stats(x: Any, eps: float) -> tuple:
-    """(mean, var, invstd, x - mean) per channel of the ndarray ``x`` (N, C, *S): the first three in
-    float64 (wider for longdouble), the last in x's accumulation dtype as (N, C, prod(S)) in a scratch
-    array. Two passes, as PyTorch (no sum-of-squares cancellation)."""
+    """(mean, var, invstd) per channel of the ndarray ``x`` (N, C, *S) in float64 (wider for
+    longdouble), and x as (N, C, prod(S)) in its accumulation dtype. Two passes, as PyTorch (no
+    sum-of-squares cancellation)."""
     if x.dtype in LOW_PRECISION:
         x = x.astype(accum_dtype(x.dtype))
     v = _rows(x)
-    count = v.shape[0] * v.shape[2]
-    mu = _channel_sums(v) / count
-    d = np.subtract(v, mu.astype(v.dtype)[:, None], out=_scratch(_SLOT, v.shape, v.dtype))
-    var = _channel_sums(d, d) / count
-    return mu, var, 1 / np.sqrt(var + eps), d
+    count, mu, _, sq, _, _ = _centred(v)
+    var = _over_n(sq) / count
+    return mu, var, 1 / np.sqrt(var + eps), v
 
 
 # the last forward's statistics, for the running update right after it (one slot, taken once: an
@@ -104,10 +133,14 @@ def batch_norm_stats(x: Any, eps: float) -> tuple:
 def _forward(x: Any, w: Any, b: Any, eps: float) -> Any:
     real_only("batch_norm_train", x)
     _check(x, w, b)
-    mu, var, invstd, d = _stats(x, eps)
+    mu, var, invstd, v = _stats(x, eps)
     _LAST.value = (weakref.ref(x), eps, (mu, var))
-    y = np.multiply(d, _coef(invstd * w, d))                     # from the centred input: exact for
-    y += _coef(b, d)                                             # a large mean too, no extra pass
+    muc, scale, shift = _coef(mu, v), _coef(invstd * w, v), _coef(b, v)
+    y = np.empty(v.shape, v.dtype)
+    for at in _blocks(v)[0]:                      # from the centred input: exact for a large mean too
+        out = np.subtract(v[at], muc, out=y[at])
+        out *= scale
+        out += shift
     return y.reshape(x.shape).astype(x.dtype, copy=False)       # (16-bit: rounded once)
 
 
@@ -119,18 +152,22 @@ def _coef(c: Any, like: Any) -> Any:
 
 
 def _plain_grads(g: Any, x: Any, x_again: Any, w: Any, b: Any, eps: float) -> tuple:
-    """(dx, dw, db) on ndarrays: the statistics again (two passes over x), then two reductions and
-    four passes for dx."""
-    _, _, invstd, d = _stats(x, eps)
-    gv = _rows(g.astype(d.dtype, copy=False))
-    count = d.shape[0] * d.shape[2]
-    db = _channel_sums(gv)
-    gd = _channel_sums(gv, d)
+    """(dx, dw, db) on ndarrays: the mean again (one pass over x), then one blocked pass for the
+    variance and the two reductions of g, one for dx (each block centred again, in cache)."""
+    v = _rows(x.astype(accum_dtype(x.dtype)) if x.dtype in LOW_PRECISION else x)
+    gv = _rows(g.astype(v.dtype, copy=False))
+    count, _, muc, sq, gs, gd = _centred(v, gv)
+    invstd = 1 / np.sqrt(_over_n(sq) / count + eps)
+    db, gd = _over_n(gs), _over_n(gd)
     k = invstd * w
-    d *= _coef(-k * invstd * invstd * gd / count, d)
-    d += _coef(-k * db / count, d)
-    dx = gv * _coef(k, d)
-    dx += d
+    c1, c0, kc = _coef(-k * invstd * invstd * gd / count, v), _coef(-k * db / count, v), _coef(k, v)
+    blocks, tmp = _blocks(v)
+    dx = np.empty(v.shape, v.dtype)
+    for at in blocks:                             # dx = (x - mu) * c1 + c0 + g * k
+        out = np.subtract(v[at], muc, out=dx[at])
+        out *= c1
+        out += c0
+        out += np.multiply(gv[at], kc, out=tmp[:out.shape[0]])
     return dx.reshape(x.shape), gd * invstd, db            # (the engine casts them to the inputs' dtypes)
 
 
@@ -170,6 +207,8 @@ def _dw(g: Any, out: Any, x: Any, w: Any, b: Any, eps: float) -> Any:
 
 
 def _db(g: Any, out: Any, x: Any, w: Any, b: Any, eps: float) -> Any:
+    if _plain(g, x, w, b):                       # (x is None when only the bias needs a gradient)
+        return _shared(_plain_grads, g, x, (x, w, b), {"eps": eps})[2]
     return sum(g, axis=_axes(g))
 
 
