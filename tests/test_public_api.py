@@ -46,7 +46,8 @@ INTERNAL_PRIMITIVES = {"logdet": "cr.linalg.slogdet", "eigvalsh_vjp": "eigvalsh'
                        "conv_transpose": "cr.nn.functional.conv_transpose1d/2d/3d; conv's VJP in its input",
                        "conv_weight": "conv's VJP in its weight",
                        "batch_norm_train": "cr.nn.functional.batch_norm (training mode), cr.nn.BatchNorm1d/2d/3d",
-                       "gelu_tanh": "cr.nn.functional.gelu(x, approximate='tanh'), cr.nn.GELU('tanh')"}
+                       "gelu_tanh": "cr.nn.functional.gelu(x, approximate='tanh'), cr.nn.GELU('tanh')",
+                       "gelu_tanh_backward": "gelu_tanh's VJP (second order)"}
 
 
 def public_api() -> list[str]:

@@ -63,11 +63,12 @@ CacheInfo = namedtuple("CacheInfo", "captures replays eager_runs misses")
 # ``cr.set_safe_zero_cotangents(False)``.
 _STRAIGHT_RULES = frozenset({
     "negative", "exp", "exp2", "expm1", "sin", "cos", "tan", "arctan", "sinh", "cosh", "tanh",
-    "tanh_backward", "arcsinh", "sigmoid", "relu", "softplus", "erf", "gelu", "gelu_tanh", "abs", "real", "imag",
-    "conj", "square", "sign", "copy", "alias", "astype", "add", "subtract", "multiply", "maximum",
-    "minimum", "where", "clip", "reshape", "transpose", "broadcast_to", "diagonal", "flip", "roll",
-    "pad", "getitem", "index_put", "sum", "amax", "amin", "cumsum", "linear", "matmul", "einsum", "concatenate",
-    "softmax", "log_softmax", "softmax_cross_entropy", "conv", "conv_transpose", "conv_weight",
+    "tanh_backward", "arcsinh", "sigmoid", "relu", "softplus", "erf", "gelu", "gelu_tanh",
+    "gelu_tanh_backward", "abs", "real", "imag", "conj", "square", "sign", "copy", "alias", "astype", "add",
+    "subtract", "multiply", "maximum", "minimum", "where", "clip", "reshape", "transpose", "broadcast_to",
+    "diagonal", "flip", "roll", "pad", "getitem", "index_put", "sum", "amax", "amin", "cumsum", "linear",
+    "matmul", "einsum", "concatenate", "softmax", "log_softmax", "softmax_cross_entropy", "conv",
+    "conv_transpose", "conv_weight",
 })
 _KEEPS_ZERO = "keeps_zero"
 # straight-line rules but for ``keeping_zero``'s test, which a capture tapes (a kernel and a value

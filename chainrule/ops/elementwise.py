@@ -57,10 +57,41 @@ def _gelu_tanh_numpy(x: Any) -> Any:
     return u
 
 
-def _dgelu_tanh(out: Any, x: Any) -> Any:
+def _gelu_tanh_grad_numpy(g: Any, x: Any) -> Any:
+    """``g * gelu_tanh'(x)``: 0.5 (1 + t) + 0.5 x (1 - t^2) c (1 + 3 k x^2), t = tanh(c (x + k x^3))."""
+    x2 = x * x
+    t = x2 * (_GELU_C * _GELU_K)
+    t += _GELU_C
+    t *= x
+    np.tanh(t, out=t)
+    d = x2
+    d *= 1.5 * _GELU_C * _GELU_K
+    d += 0.5 * _GELU_C
+    d *= x
+    s = t * t
+    np.subtract(1, s, out=s)
+    s *= d
+    t += 1
+    t *= 0.5
+    s += t
+    if np.shape(g) != s.shape or np.result_type(s, g) != s.dtype:     # broadcast or promoted by g
+        return s * g
+    s *= g
+    return s
+
+
+def _d2gelu_tanh(x: Any) -> Any:
+    """gelu_tanh''(x) = (1 - t^2) (u' + x/2 (u'' - 2 t u'^2)), u = c (x + k x^3), in ops (any order)."""
     x2 = x * x
     t = tanh(x * (_GELU_C + _GELU_C * _GELU_K * x2))
-    return 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * (_GELU_C + 3 * _GELU_C * _GELU_K * x2)
+    du = _GELU_C + 3 * _GELU_C * _GELU_K * x2
+    return (1 - t * t) * (du + 0.5 * x * (6 * _GELU_C * _GELU_K * x - 2 * t * du * du))
+
+
+def _gelu_tanh_rule(g: Any, out: Any, x: Any) -> Any:
+    if type(g) is ndarray and type(x) is ndarray:       # a plain backward: inline, in place
+        return _gelu_tanh_grad_numpy(g, x)
+    return apply(GELU_TANH_BACKWARD, (g, x))
 
 
 def _relu_numpy(x: Any) -> Any:
@@ -145,7 +176,12 @@ ERF = unary("erf", _erf_numpy, lambda out, x: _TWO_OVER_SQRT_PI * exp(-x * x), c
 GELU = unary("gelu", _gelu_numpy,
              lambda out, x: 0.5 * (1 + erf(x * _SQRT_HALF)) + x * _INV_SQRT_2PI * exp(-0.5 * x * x))
 # GELU's tanh approximation (GPT-2's), one node instead of nine: F.gelu(x, approximate="tanh")
-GELU_TANH = unary("gelu_tanh", _gelu_tanh_numpy, _dgelu_tanh)
+# (as tanh_backward: the rule's product is one node on Tensors, its NumPy inline on arrays)
+GELU_TANH_BACKWARD = defprim("gelu_tanh_backward", _gelu_tanh_grad_numpy,
+                             rules=(lambda ct, out, g, x: _gelu_tanh_rule(ct, None, x),
+                                    lambda ct, out, g, x: ct * g * _d2gelu_tanh(x)),
+                             saves="x y", needs={0: (1,), 1: (0, 1)})
+GELU_TANH = defprim("gelu_tanh", _gelu_tanh_numpy, rules=(_gelu_tanh_rule,), saves="x")
 
 
 def gelu_tanh(x: Any) -> Any:
@@ -156,6 +192,17 @@ def gelu_tanh(x: Any) -> Any:
     tensor([0.841192])
     """
     return apply(GELU_TANH, (x,))
+
+
+def gelu_tanh_backward(g: Any, x: Any) -> Any:
+    """``g * gelu_tanh'(x)``: the cotangent (or tangent) ``g`` pulled through ``gelu_tanh`` at ``x``.
+
+    >>> import numpy as np
+    >>> from chainrule.ops.elementwise import gelu_tanh_backward
+    >>> gelu_tanh_backward(np.array([2.0]), np.array([0.0]))
+    array([1.])
+    """
+    return _gelu_tanh_rule(g, None, x)
 
 # abs'(0) = 0 (sign(0) = 0), as in PyTorch
 ABS = defprim("abs", np.abs, vjps=(lambda g, out, x: g * _sgn(x),),

@@ -6,6 +6,7 @@ from typing import Any, Callable
 import numpy as np
 
 import chainrule as cr
+from chainrule.ops.elementwise import gelu_tanh_backward
 from chainrule.ops.nn import gru_scan, lstm_scan, rnn_scan
 from tests.op_specs.spec import OpSpec, _t, _tl
 
@@ -94,6 +95,8 @@ OP_SPECS: list[OpSpec] = [
     _unary("erf"), OpSpec("gelu", cr.gelu, torch_fn=_tl(lambda t, x: t.nn.functional.gelu(x))),
     OpSpec("gelu_tanh", lambda x: cr.nn.functional.gelu(x, approximate="tanh"),
            torch_fn=_tl(lambda t, x: t.nn.functional.gelu(x, approximate="tanh"))),
+    OpSpec("gelu_tanh_backward", gelu_tanh_backward, shapes=((3, 4), (3, 4)),
+           torch_fn=_tl(lambda t, g, x: t.ops.aten.gelu_backward(g, x, approximate="tanh"))),
     _unary("abs"), _unary("reciprocal", (0.5, 2.0)), _unary("square"),
     _unary("sign", torch_name="sign"), _unary("floor"), _unary("ceil"),
     OpSpec("round", cr.round, domain=(-2.0, 2.0), torch_fn=_t("round")),
