@@ -188,7 +188,7 @@ def report(model: GPT, corpus: data.CharCorpus, args: argparse.Namespace) -> lis
     times = {}
     for mode in ("none", "sqrt"):
         model.checkpoint = mode
-        f, bk = step_times(model, x, y, repeats=3)
+        f, bk = step_times(model, x, y, repeats=5)
         times[mode] = f + bk
     model.checkpoint = "none"
     lines.append(f"  step time with sqrt checkpointing: {times['sqrt'] / times['none']:.2f}x plain "

@@ -131,8 +131,8 @@ class Trainer:
 
 
 def _replayable(net: Any) -> Any:
-    """The fp32 forward+backward as a closure over the model alone: a step that reached the optimizer
-    would have cr.compile guard its learning rate, which the schedule changes every step."""
+    """The fp32 forward+backward as a closure over the model alone: the bound method would reach the
+    trainer's history too (``grad_norms`` grows every step, and cr.compile guards a list's length)."""
     def forward_backward(x: Tensor, y: Tensor) -> Tensor:
         net.zero_grad()
         loss = lm_loss(net(x), y)
