@@ -88,7 +88,8 @@ def test_padding_and_crops_per_chunk_against_torch(padding, chunk, monkeypatch):
     a = rng.standard_normal(y.shape)
     dw = C._conv_weight_forward(x, a, **p)
     xp = np.pad(x, ((0, 0), (0, 0)) + tuple((max(lo, 0), max(hi, 0)) for lo, hi in padding))
-    xp = xp[(slice(None),) * 2 + tuple(slice(max(-lo, 0), n - max(-hi, 0)) for n, (lo, hi) in zip(xp.shape[2:], padding))]
+    crop = tuple(slice(max(-lo, 0), n - max(-hi, 0)) for n, (lo, hi) in zip(xp.shape[2:], padding))
+    xp = xp[(slice(None),) * 2 + crop]
     tx, tw = torch.tensor(xp), torch.tensor(w, requires_grad=True)
     ty = torch.nn.functional.conv2d(tx, tw)
     ty.backward(torch.tensor(a))
