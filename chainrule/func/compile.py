@@ -98,6 +98,7 @@ class _Recorder:
         self.seen: dict[int, tuple] = {}         # id(tensor) -> (tensor, version, grad, data)
         self.graph_prims: dict[str, Any] = {}    # primitives whose rules may run (in a graph, or dual)
         self.rules_ran = False                   # a backward or forward mode ran rules
+        self.cleared: set = set()                # ids of tensors whose .grad the step drops before any rule ran
         self.refused: str | None = None
         self.scan = scan
         self.leaf_tensor: dict[int, int] = {}
@@ -213,7 +214,13 @@ class _Recorder:
         if s is None:
             raise _Refused(_ACCUMULATES)
         # from None: eager would add to a gradient present at a later call, so one must be absent then
-        self.grad_writes.append((where, s, before is None))
+        # (unless the step drops it itself, zero_grad() before its backward)
+        self.grad_writes.append((where, s, before is None and key not in self.cleared))
+
+    def on_clear_grad(self, t: Tensor) -> None:
+        """``zero_grad()`` drops ``t.grad``: before any rule ran, a present gradient is never added to."""
+        if not self.rules_ran:
+            self.cleared.add(id(t))
 
     def _fresh_grad(self, g: Any) -> int | None:
         """The slot of a gradient a backward of the step made (a new tensor on the tape), else None."""

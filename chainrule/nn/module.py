@@ -44,7 +44,10 @@ class Parameter(Tensor):
 def zero_grads(params: Any, set_to_none: bool = True) -> None:
     """Drop (``set_to_none``) or zero in place the ``.grad`` of ``params`` (PyTorch's semantics:
     the in-place variant keeps the same gradient tensor, detached from any graph)."""
+    rec = STATE.recorder if set_to_none else None
     for p in params:
+        if rec is not None:             # cr.compile: this step starts these gradients afresh
+            rec.on_clear_grad(p)
         if p.grad is None:
             continue
         if set_to_none:

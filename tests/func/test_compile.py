@@ -165,7 +165,7 @@ def test_mlp_cross_entropy_training_step_replays():
     ref_weights, ref_losses, _ = run(False)
     assert weights == ref_weights
     assert_bitwise(losses, ref_losses)
-    assert step.cache_info() == (2, 8, 0, 1)
+    assert step.cache_info() == (1, 9, 0, 0)        # (its zero_grad() drops what a later call finds)
 
 
 def test_broadcast_reductions_views_indexing():
@@ -571,7 +571,7 @@ def test_training_loop_compiled_step_matches_eager():
     ref_weights, ref_losses, _ = run(False)
     assert all(np.array_equal(a, b) for a, b in zip(weights, ref_weights))
     assert_bitwise(losses, ref_losses)
-    assert step.cache_info().replays == 18 and step.cache_info().captures == 2
+    assert step.cache_info().replays == 19 and step.cache_info().captures == 1
 
 
 @pytest.mark.parametrize("make_opt", [lambda ps: cr.optim.SGD(ps, lr=0.1, momentum=0.9),
@@ -598,7 +598,7 @@ def test_full_training_step_replays_with_the_optimizer(make_opt):
     assert all(np.array_equal(a, b) for a, b in zip(weights, ref_weights))
     assert all(np.array_equal(a, b) for a, b in zip(grads, ref_grads))
     assert_bitwise(losses, ref_losses)
-    assert step.cache_info() == (2, 18, 0, 1)
+    assert step.cache_info() == (1, 19, 0, 0)
 
 
 def test_learning_rate_change_is_seen_by_the_replay():
@@ -619,7 +619,7 @@ def test_learning_rate_change_is_seen_by_the_replay():
             step(rand(i, 4, 5), rand(i, 4, 3, seed=1))
         runs.append([p.data.copy() for p in model.parameters()])
         if compiled:
-            assert step.cache_info().replays == 2 and "lr" not in step.last_miss
+            assert step.cache_info() == (1, 3, 0, 0)
     assert all(np.array_equal(a, b) for a, b in zip(*runs))
 
 
@@ -673,7 +673,7 @@ def test_dropout_training_replays_the_random_stream(make_gen):
     ref_weights, ref_losses, _, ref_state = _dropout_run(False, make_gen)
     assert weights == ref_weights and state == ref_state
     assert_bitwise(losses, ref_losses)
-    assert step.cache_info() == (2, 18, 0, 1)
+    assert step.cache_info() == (1, 19, 0, 0)
 
 
 def test_draw_then_value_guard_miss_restores_the_stream():
