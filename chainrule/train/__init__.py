@@ -114,8 +114,8 @@ def train_step(model: nn.Module, optimizer: optim.Optimizer, xb: Tensor, yb: Ten
 class CompiledStep:
     """``train_step`` under ``cr.compile`` (``--compile``): the update is captured once and replayed.
     The loss is read outside the compiled function (a ``.item()`` inside it would be a value guard
-    that every new loss misses); a new learning rate (the schedule, once an epoch) or batch shape
-    (the last batch) means a new capture, hence ``max_captures``.
+    that every new loss misses); a new batch shape (the last batch) means a new capture, hence
+    ``max_captures`` (a new learning rate does not: the taped ``opt.step()`` reads it).
 
     >>> import chainrule as cr
     >>> model = cr.nn.Linear(3, 2); opt = cr.optim.SGD(model.parameters(), lr=0.1)
@@ -123,7 +123,7 @@ class CompiledStep:
     >>> x, y = cr.ones((4, 3)), cr.tensor([0, 1, 1, 0])
     >>> losses = [step(model, opt, x, y) for _ in range(3)]
     >>> step.compiled.cache_info()
-    CacheInfo(captures=2, replays=1, eager_runs=0, misses=1)
+    CacheInfo(captures=1, replays=2, eager_runs=0, misses=0)
     """
 
     def __init__(self, max_captures: int = 64) -> None:
