@@ -21,7 +21,7 @@ import pytest
 import chainrule as cr
 
 ROOT = Path(__file__).resolve().parent.parent
-DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 NOT_RUN = re.compile(r"#\s*not run:\s*(.+)")
 NEEDS_MATPLOTLIB = re.compile(r"\bmatplotlib\b|\bcr\.viz\.render\(|--plot\b|\.plot\(")
 FENCE = re.compile(r"^(\s*)```(\S*)\s*$")

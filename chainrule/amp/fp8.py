@@ -19,6 +19,8 @@ from chainrule.core.errors import DTypeError, ShapeError
 from chainrule.core.tensor import Tensor
 from chainrule.numpy import astype, matmul, raw, reshape, swapaxes
 
+__all__ = ["FORMATS", "dequantize", "fake_quantize", "fp8_matmul", "quantize", "relative_error"]
+
 FORMATS = (float8_e4m3fn, float8_e5m2)
 
 

@@ -17,6 +17,8 @@ from chainrule.core.errors import DTypeError, ShapeError, rule_error
 from chainrule.core.grad_mode import STATE, add_to, remove_from, state_scope
 from chainrule.core.tensor import Tensor, wrap
 
+__all__ = ["UnpackedDual", "dual_level", "make_dual", "unpack_dual"]
+
 _level_ids = itertools.count(1)
 
 

@@ -7,6 +7,8 @@ from typing import Any, Callable
 from chainrule.core._backend import np
 from chainrule.core.grad_mode import STATE
 
+__all__ = ["default_generator", "draw", "get_generator", "get_rng_state", "manual_seed", "set_rng_state"]
+
 default_generator = np.random.default_rng(0)
 
 

@@ -16,6 +16,9 @@ from chainrule.core.grad_mode import PROCESS
 from chainrule.core.random import get_generator
 from chainrule.core.tensor import Tensor
 
+__all__ = ["CharCorpus", "DataError", "DataLoader", "DistributedSampler", "DEVILS_DICTIONARY_PATH", "DIGITS_PATH",
+           "load_arrays", "load_devils_dictionary", "load_digits", "train_test_split"]
+
 _HERE = os.path.dirname(os.path.abspath(__file__))
 DIGITS_PATH = os.path.join(_HERE, "digits.npz")
 DEVILS_DICTIONARY_PATH = os.path.join(_HERE, "devils_dictionary.txt.gz")

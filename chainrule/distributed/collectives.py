@@ -49,6 +49,8 @@ class DistributedTimeoutError(DistributedError, TimeoutError):
 
 
 class ReduceOp(enum.Enum):
+    """How a collective combines the replicas' tensors, as ``torch.distributed.ReduceOp``."""
+
     SUM = "sum"
     AVG = "avg"
     MAX = "max"
@@ -265,6 +267,7 @@ def init_process_group(backend: str | None = None, timeout: float = 30.0) -> Non
 
 
 def is_initialized() -> bool:
+    """True inside ``init_process_group`` ... ``destroy_process_group``."""
     return _GROUP is not None
 
 
@@ -285,14 +288,17 @@ def _rooted(name: str, role: str, root: int) -> _Group:
 
 
 def get_rank() -> int:
+    """This process's rank in the process group (0 .. world size - 1)."""
     return _group("get_rank").rank
 
 
 def get_world_size() -> int:
+    """The number of processes in the process group."""
     return _group("get_world_size").size
 
 
 def get_backend() -> str:
+    """The process group's backend name (``"mpi"``, or ``"self"`` for a one-process group)."""
     return _group("get_backend").backend
 
 

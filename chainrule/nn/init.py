@@ -13,6 +13,9 @@ from chainrule.core.errors import ShapeError
 from chainrule.core.random import get_generator
 from chainrule.core.tensor import Tensor
 
+__all__ = ["calculate_gain", "fans", "kaiming_normal_", "kaiming_uniform_", "normal_", "ones_", "uniform_",
+           "xavier_normal_", "xavier_uniform_", "zeros_"]
+
 _GAINS = {"linear": 1.0, "conv2d": 1.0, "sigmoid": 1.0, "tanh": 5.0 / 3, "relu": math.sqrt(2.0),
           "selu": 0.75}
 

@@ -17,6 +17,8 @@ from chainrule.core.tensor import Tensor, wrap
 from chainrule.numpy import as_tensor
 from chainrule.scipy import stats
 
+__all__ = ["Bernoulli", "Categorical", "Normal"]
+
 
 def _shape(sample_shape: Any, batch_shape: tuple) -> tuple:
     if isinstance(sample_shape, int):

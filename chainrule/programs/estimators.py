@@ -20,6 +20,9 @@ from chainrule.core.random import get_generator
 from chainrule.core.tensor import Tensor, wrap
 from chainrule.numpy import as_tensor
 
+__all__ = ["EstimatorStats", "Report", "gumbel_softmax", "reinforce_estimator", "reparam_estimator", "report",
+           "round_ste", "score_function", "straight_through"]
+
 
 class _StraightThrough(Function):
     """Forward: ``hard``; backward and forward-mode: the derivative of ``soft``."""

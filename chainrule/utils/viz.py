@@ -9,6 +9,8 @@ from typing import Any
 from chainrule.core.graph import FREED, Packed, walk
 from chainrule.core.tensor import Tensor
 
+__all__ = ["nodes", "render", "saved_bytes", "to_dot"]
+
 
 def _nbytes(v: Any) -> int:
     if type(v) is Packed:
