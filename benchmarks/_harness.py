@@ -13,7 +13,14 @@ Timing discipline (2 cores make every shortcut visible):
   spread as half the inter-quartile range in percent of the median;
 - a pause (0.2 s) before every sample whose library differs from the previous sample's, because
   BLAS/OpenMP worker threads of the library that ran last keep spinning and steal a core;
-- explicit thread counts: BLAS via threadpoolctl (when installed), torch via ``set_num_threads``.
+- explicit thread counts: BLAS via threadpoolctl (when installed), torch via ``set_num_threads``,
+  XLA (jax) by starting its CPU client under an ``n``-CPU affinity mask (its intra-op pool is sized
+  to the mask; ``XLA_FLAGS`` alone does not pin jax 0.10).
+
+JAX rows (``jax_rows``): one function gives an eager row and a ``jax.jit`` row (compiled in set-up);
+every step blocks on its outputs, because JAX dispatch is asynchronous. ``jax_enable_x64`` is turned
+on once, when the harness first prepares jax (float64 cases need it; float32 cases pass float32
+arrays), and ``restore_threads`` puts it back.
 
 Results go to a JSON record; the next run prints each row's change against it and flags a row more
 than 10 % slower (``REGRESSION``).
@@ -120,6 +127,86 @@ def peer_rows(torch_setup: Callable[[Any], Any], autograd_setup: Callable[[Any],
     return rows
 
 
+def jax_rows(make: Callable[[Any], tuple], check: str | None = "chainrule", what: str = "") -> list:
+    """The rows "JAX eager<what>" and "JAX jit<what>" of one computation ([] without jax).
+
+    ``make(jax)`` returns ``(fn, args)``: ``fn(*args)`` is one step, a pytree of arrays out. The
+    eager row calls ``fn``, the jit row ``jax.jit(fn)``, compiled by the set-up's first call; the
+    args go to the device in set-up (NumPy dtypes kept: float32 stays float32)."""
+    if peer("jax") is None:
+        return []
+    label = f" {what}" if what else ""
+    return [Contender(f"JAX eager{label}", "jax", _jax_setup(make, False), check),
+            Contender(f"JAX jit{label}", "jax", _jax_setup(make, True), check)]
+
+
+def _jax_setup(make: Callable[[Any], tuple], jit: bool) -> Callable[[], tuple]:
+    def setup() -> tuple:
+        jax = jax_ready()
+        fn, args = make(jax)
+        args = jax.tree_util.tree_map(jax.numpy.asarray, tuple(args))
+        f = jax.jit(fn) if jit else fn
+
+        def step():
+            return jax.block_until_ready(f(*args))
+        return step, [np.asarray(a) for a in jax.tree_util.tree_leaves(step())]
+    return setup
+
+
+XLA_ONE_THREAD = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
+_JAX_X64: bool | None = None
+_XLA_FLAGS: str | None = None
+_XLA_LINE: tuple[int, str] | None = None       # (threads, line) of the client this process started
+
+
+def jax_ready() -> Any:
+    """jax with ``jax_enable_x64`` on (float64 cases need it); ``restore_threads`` puts it back."""
+    global _JAX_X64
+    jax = peer("jax")
+    if _JAX_X64 is None:
+        _JAX_X64 = bool(jax.config.jax_enable_x64)
+    jax.config.update("jax_enable_x64", True)
+    return jax
+
+
+def _start_xla(jax: Any, n: int) -> str:
+    """Start XLA's CPU client on ``n`` threads and say how: its intra-op pool is sized by the CPUs
+    the starting thread may run on, so start it under an ``n``-CPU affinity mask, then unpin the
+    threads. For n == 1 ``XLA_FLAGS`` gets ``XLA_ONE_THREAD`` too (the usual recipe, which jax 0.10
+    alone does not honour). A client runs for the life of the process: it is started once."""
+    global _XLA_FLAGS, _XLA_LINE
+    if _XLA_LINE is not None:
+        return _XLA_LINE[1] + ("" if _XLA_LINE[0] == n else f" (started earlier; {n} requested now)")
+    xb = importlib.import_module("jax._src.xla_bridge")
+    if getattr(xb, "backends_are_initialized", lambda: False)():
+        return f"jax/XLA: its CPU client had started before the harness ran, so not pinned to {n} thread(s)"
+    if n == 1:
+        _XLA_FLAGS = os.environ.get("XLA_FLAGS", "")
+        os.environ["XLA_FLAGS"] = f"{_XLA_FLAGS} {XLA_ONE_THREAD}".strip()
+    flags = f"XLA_FLAGS={os.environ['XLA_FLAGS']!r}" if n == 1 else "XLA_FLAGS unchanged"
+    if not hasattr(os, "sched_setaffinity"):
+        jax.devices()
+        line = f"jax/XLA: {flags}; no CPU affinity on this OS, so XLA's pool may use every core"
+    else:
+        mask, tasks = os.sched_getaffinity(0), "/proc/self/task"
+        before = set(os.listdir(tasks)) if os.path.isdir(tasks) else None
+        os.sched_setaffinity(0, sorted(mask)[:n])
+        try:
+            jax.devices()                            # creates the client and its thread pool
+        finally:
+            os.sched_setaffinity(0, mask)
+            for tid in (set(os.listdir(tasks)) - before) if before is not None else ():
+                try:
+                    os.sched_setaffinity(int(tid), mask)
+                except OSError:                      # the thread has ended
+                    pass
+        k = min(n, len(mask))
+        line = (f"jax/XLA: {k} intra-op thread(s) (CPU client started under a {k}-CPU affinity mask, "
+                f"then unpinned; {flags})")
+    _XLA_LINE = (n, line)
+    return line
+
+
 _LIMITER: Any = None
 _TORCH_THREADS: int | None = None
 
@@ -145,6 +232,8 @@ def set_threads(n: int) -> str:
             _TORCH_THREADS = torch.get_num_threads()
         torch.set_num_threads(n)
         parts.append(f"torch: {torch.get_num_threads()} thread(s)")
+    if peer("jax") is not None:
+        parts.append(_start_xla(jax_ready(), n) + "; jax_enable_x64 on")
     return "; ".join(parts)
 
 
@@ -335,7 +424,16 @@ def run_all(case_lists: list[list[Case]], quick: bool = False, repeats: int | No
 
 def restore_threads() -> None:
     """Undo ``set_threads`` (the caller, e.g. a test session, gets its thread counts back)."""
-    global _LIMITER, _TORCH_THREADS
+    global _LIMITER, _TORCH_THREADS, _JAX_X64, _XLA_FLAGS
+    if _JAX_X64 is not None:
+        sys.modules["jax"].config.update("jax_enable_x64", _JAX_X64)
+        _JAX_X64 = None
+    if _XLA_FLAGS is not None:      # XLA has read it already; later processes get the caller's value
+        if _XLA_FLAGS:
+            os.environ["XLA_FLAGS"] = _XLA_FLAGS
+        else:
+            os.environ.pop("XLA_FLAGS", None)
+        _XLA_FLAGS = None
     if _LIMITER is not None:
         _LIMITER.restore_original_limits()
         _LIMITER = None

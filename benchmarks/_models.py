@@ -64,6 +64,7 @@ def mlp_torch(torch, ps: list, x, y):
 
 
 def mlp_autograd(anp, ps: list, x, y):
+    """NumPy-API code: ``autograd.numpy`` and ``jax.numpy`` both run it as it is."""
     h = x
     for i in range(0, len(ps) - 2, 2):
         h = anp.maximum(h @ ps[i] + ps[i + 1], 0)

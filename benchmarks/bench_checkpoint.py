@@ -1,7 +1,8 @@
 """Gradient checkpointing, sqrt(L) segments, on the 96 x 256 tanh MLP (batch 32, float32):
 step time (forward + backward) and peak saved-for-backward memory, each vs no checkpointing.
 
-Memory is measured by ``cr.profile`` (bytes of arrays held for backward, peak over the step)."""
+Memory is measured by ``cr.profile`` (bytes of arrays held for backward, peak over the step), for
+chainrule only; the JAX rows time ``jax.checkpoint`` on the same segments, eager and jit."""
 from __future__ import annotations
 
 import math
@@ -55,6 +56,26 @@ def _torch(torch, layers: int, segments: int | None):
     return setup
 
 
+def _jax(layers: int, segments: int | None):
+    """jax.grad of the loss, with ``jax.checkpoint`` on the segments checkpoint_sequential would
+    checkpoint (its plan: the last segment runs plainly)."""
+    def make(jax):
+        jnp = jax.numpy
+        plan = cr.CheckpointPlan.uniform(layers, segments) if segments else None
+        run = lambda ps, h: M.deep_forward(ps, h, jnp.tanh)  # noqa: E731
+        saved = jax.checkpoint(run)
+
+        def loss(ps, h):
+            if plan is None:
+                h = run(ps, h)
+            else:
+                for (a, b), ck in zip(plan.bounds, plan.checkpointed):
+                    h = (saved if ck else run)(ps[2 * a:2 * b], h)
+            return jnp.mean(h * h)
+        return jax.grad(loss), M.deep_data(layers, WIDTH, BATCH)
+    return make
+
+
 def _peak_saved(layers: int, segments: int | None) -> int:
     step = _step_fn(layers, segments)
     with cr.profile() as p:
@@ -73,6 +94,8 @@ def cases(quick: bool = False) -> list[H.Case]:
         rows += [H.Contender("PyTorch, plain", "torch", _torch(torch, layers, None), check=plain),
                  H.Contender(f"PyTorch, checkpointed ({seg} segments)", "torch",
                              _torch(torch, layers, seg), check=plain)]
+    rows += H.jax_rows(_jax(layers, None), check=plain, what="plain")
+    rows += H.jax_rows(_jax(layers, seg), check=plain, what=f"checkpointed ({seg} segments)")
 
     def extras() -> dict:
         return {"peak saved bytes, plain": _peak_saved(layers, None),
@@ -82,7 +105,7 @@ def cases(quick: bool = False) -> list[H.Case]:
                    targets=[H.Target("checkpointing: step time vs plain", ck, plain, 1.4),
                             H.Target("checkpointing: peak saved memory vs plain",
                                      "peak saved bytes, checkpointed", "peak saved bytes, plain", 0.3)],
-                   rtol=2e-3, atol=1e-5, notes=H.skip_note(["torch"]))]
+                   rtol=2e-3, atol=1e-5, notes=H.skip_note(["torch", "jax"]))]
 
 
 if __name__ == "__main__":

@@ -64,11 +64,20 @@ def _autograd(ag, layers: int):
     return setup
 
 
+def _jax(layers: int):
+    def make(jax):
+        jnp = jax.numpy
+        return (jax.grad(lambda ps, x: jnp.mean(M.deep_forward(ps, x, jnp.tanh) ** 2)),
+                M.deep_data(layers, WIDTH, BATCH))
+    return make
+
+
 def cases(quick: bool = False) -> list[H.Case]:
     layers = 8 if quick else LAYERS
     rows = [H.Contender("chainrule", "chainrule", _chainrule(layers)),
             H.Contender("NumPy (hand-written)", "numpy", _numpy(layers))]
     rows += H.peer_rows(lambda torch: _torch(torch, layers), lambda ag: _autograd(ag, layers))
+    rows += H.jax_rows(_jax(layers))
     return [H.Case("deep_mlp", f"{layers} layers x {WIDTH}, batch {BATCH}, float32, fwd+bwd", rows,
                    targets=[H.Target(f"deep MLP ({layers}x{WIDTH}) vs hand-written NumPy", "chainrule",
                                      "NumPy (hand-written)", 1.20)],

@@ -103,10 +103,16 @@ def _autograd(ag):
     return setup
 
 
+def jax_grads(jax):
+    """The chain's gradients w.r.t. x and w as one JAX function, for the eager and the jit row."""
+    jnp = jax.numpy
+    return jax.grad(lambda x, w: jnp.sum(chain(x, w, jnp.tanh)), argnums=(0, 1)), _inputs()
+
+
 def cases(quick: bool = False) -> list[H.Case]:
     rows = [H.Contender("chainrule", "chainrule", _chainrule),
             H.Contender("NumPy (hand-written)", "numpy", _numpy)]
-    rows += H.peer_rows(_torch, _autograd)
+    rows += H.peer_rows(_torch, _autograd) + H.jax_rows(jax_grads)
     rows[0].check = "chainrule"
     targets = [H.Target("elementwise chain: per-op overhead vs PyTorch eager", "chainrule",
                         "PyTorch eager", 0.8)] if any(r.name == "PyTorch eager" for r in rows) else []

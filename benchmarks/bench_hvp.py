@@ -1,8 +1,8 @@
 """Hessian-vector product vs gradient on f(x) = sum(tanh(W x)**2), n = 1000, float64.
 
-chainrule's ``cr.hvp`` is forward-over-reverse (the JVP of the gradient); PyTorch's is double
-backward; HIPS autograd's ``hessian_tensor_product`` is reverse-over-reverse. The target is each
-library's own HVP/grad ratio."""
+chainrule's ``cr.hvp`` is forward-over-reverse (the JVP of the gradient), and so is JAX's row
+(``jax.jvp`` of ``jax.grad``, eager and jit); PyTorch's is double backward; HIPS autograd's
+``hessian_tensor_product`` is reverse-over-reverse. The target is each library's own HVP/grad ratio."""
 from __future__ import annotations
 
 import _harness as H
@@ -99,6 +99,17 @@ def _ag(ag, n, hvp: bool):
     return setup
 
 
+def _jax(n, hvp: bool):
+    def make(jax):
+        jnp = jax.numpy
+        W, x, v = _data(n)
+        g = jax.grad(lambda W, x: jnp.sum(jnp.tanh(W @ x) ** 2), argnums=1)
+        if hvp:
+            return (lambda W, x, v: jax.jvp(lambda x: g(W, x), (x,), (v,))[1]), (W, x, v)
+        return g, (W, x)
+    return make
+
+
 def cases(quick: bool = False) -> list[H.Case]:
     n = 200 if quick else 1000
     rows = [H.Contender("chainrule grad", "chainrule", _cr_grad(n), check=None),
@@ -114,6 +125,8 @@ def cases(quick: bool = False) -> list[H.Case]:
     if ag is not None:
         rows += [H.Contender("HIPS autograd grad", "autograd", _ag(ag, n, False), check="chainrule grad"),
                  H.Contender("HIPS autograd hvp", "autograd", _ag(ag, n, True), check="chainrule hvp")]
+    rows += H.jax_rows(_jax(n, False), check="chainrule grad", what="grad")
+    rows += H.jax_rows(_jax(n, True), check="chainrule hvp", what="hvp (jvp of grad)")
     return [H.Case("hvp", f"HVP vs grad, f = sum(tanh(W x)^2), n = {n}, float64", rows,
                    baseline="chainrule grad", targets=targets, rtol=1e-8, atol=1e-10,
                    notes=["ratios in the × column are to chainrule's gradient; compare each "

@@ -53,6 +53,13 @@ def _ag(ag, n, m):
     return setup
 
 
+def _jax(n, m, which):
+    def make(jax):
+        jnp = jax.numpy
+        return (lambda A, x: getattr(jax, which)(lambda x: jnp.tanh(A @ x))(x)), _data(n, m)
+    return make
+
+
 def _case(n: int, m: int, label: str) -> H.Case:
     rows = [H.Contender("chainrule jacobian(mode='auto')", "chainrule", _cr(n, m, cr.jacobian),
                         check=None),
@@ -76,6 +83,8 @@ def _case(n: int, m: int, label: str) -> H.Case:
     if ag is not None:
         rows.append(H.Contender("HIPS autograd jacobian (reverse)", "autograd", _ag(ag, n, m),
                                 check="chainrule jacobian(mode='auto')"))
+    for which in ("jacfwd", "jacrev"):
+        rows += H.jax_rows(_jax(n, m, which), check="chainrule jacobian(mode='auto')", what=which)
     return H.Case(f"jacobian_{label}", f"jacobian of tanh(A x), {label}: n = {n} inputs, m = {m} "
                   f"outputs, float64", rows, targets=targets, rtol=1e-8, atol=1e-10,
                   notes=H.skip_note(["torch", "autograd", "jax"]))

@@ -65,6 +65,17 @@ def _torch(torch, layers, jvp: bool):
     return setup
 
 
+def _jax(layers, jvp: bool):
+    def make(jax):
+        jnp = jax.numpy
+        ps, x, v = _inputs(layers)
+        f = lambda ps, x: M.deep_forward(ps, x, jnp.tanh)  # noqa: E731
+        if jvp:
+            return (lambda ps, x, v: jax.jvp(lambda x: f(ps, x), (x,), (v,))), (ps, x, v)
+        return f, (ps, x)
+    return make
+
+
 def cases(quick: bool = False) -> list[H.Case]:
     layers = 8 if quick else 96
     fw, jv = "chainrule forward", "chainrule jvp"
@@ -76,6 +87,8 @@ def cases(quick: bool = False) -> list[H.Case]:
     if torch is not None:
         rows += [H.Contender("PyTorch forward (no_grad)", "torch", _torch(torch, layers, False), check=fw),
                  H.Contender("torch.func.jvp", "torch", _torch(torch, layers, True), check=jv)]
+    rows += H.jax_rows(_jax(layers, False), check=fw, what="forward")
+    rows += H.jax_rows(_jax(layers, True), check=jv, what="jvp")
     return [H.Case("jvp", f"forward-mode JVP of the {layers} x {WIDTH} MLP vs its forward, batch "
                    f"{BATCH}, float32", rows, baseline=fw,
                    targets=[H.Target("JVP of the deep MLP vs its forward", jv, fw, 1.5)],

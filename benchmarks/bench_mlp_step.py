@@ -56,10 +56,16 @@ def _autograd(ag):
     return setup
 
 
+def jax_grads(jax):
+    """The six gradients as one JAX function, for the eager and the jit row (float32 arrays)."""
+    jnp = jax.numpy
+    return jax.grad(lambda ps, x, y: M.mlp_autograd(jnp, ps, x, y)), M.mlp_data()
+
+
 def cases(quick: bool = False) -> list[H.Case]:
     rows = [H.Contender("chainrule", "chainrule", _chainrule),
             H.Contender("NumPy (hand-written)", "numpy", _numpy)]
-    rows += H.peer_rows(_torch, _autograd)
+    rows += H.peer_rows(_torch, _autograd) + H.jax_rows(jax_grads)
     return [H.Case("mlp_step", "MLP 784-512-512-10, batch 64, float32, softmax-CE, fwd+bwd", rows,
                    targets=[H.Target("MLP step vs hand-written NumPy", "chainrule",
                                      "NumPy (hand-written)", 1.10)],

@@ -126,6 +126,18 @@ def _torch(torch):
     return setup
 
 
+def _jax(jax):
+    """jax.vmap(jax.grad) of one example's loss, weights in Linear's (out, in) layout like the
+    chainrule and torch rows."""
+    jnp = jax.numpy
+    ps, x, y = M.mlp_data()
+    ps = [np.ascontiguousarray(p.T) if p.ndim == 2 else p for p in ps]
+
+    def loss(ps, x, y):
+        return M.mlp_autograd(jnp, [p.T if p.ndim == 2 else p for p in ps], x[None], y[None])
+    return jax.vmap(jax.grad(loss), in_axes=(None, 0, 0)), (ps, x, y)
+
+
 def _norms_check() -> dict:
     """The norms row agrees with the norms of the vmap row's per-example gradients."""
     grads = _vmap()[1]
@@ -146,6 +158,7 @@ def cases(quick: bool = False) -> list[H.Case]:
     torch = H.peer("torch")
     if torch is not None and hasattr(torch, "func"):
         rows.append(H.Contender("torch.func.vmap(grad)", "torch", _torch(torch)))
+    rows += H.jax_rows(_jax, what="vmap(grad)")
     for r in rows:
         if r.check == "chainrule":
             r.check = VMAP
@@ -154,7 +167,7 @@ def cases(quick: bool = False) -> list[H.Case]:
                                            "NumPy (hand-written)", 1.3),
                                   H.Target("per-example grad norms vs one plain gradient step",
                                            "chainrule per_example_grad_norms", PLAIN, 1.5)],
-                   extras=_norms_check, rtol=1e-3, atol=1e-5, notes=H.skip_note(["torch"]))]
+                   extras=_norms_check, rtol=1e-3, atol=1e-5, notes=H.skip_note(["torch", "jax"]))]
 
 
 if __name__ == "__main__":

@@ -162,6 +162,14 @@ def _autograd(ag):
     return setup
 
 
+def jax_grads(jax):
+    """Both weight gradients as one JAX function (float64), for the eager and the jit row."""
+    jnp = jax.numpy
+    w1, w2 = _draws()
+    f = lambda W1, W2, x: (W2 @ jnp.tanh(W1 @ x) - TARGET) ** 2  # noqa: E731
+    return jax.grad(f, argnums=(0, 1)), (np.array(w1), np.array(w2), np.array(X))
+
+
 def cases(quick: bool = False) -> list[H.Case]:
     rows = [H.Contender("chainrule", "chainrule", _chainrule),
             H.Contender("NumPy (hand-written)", "numpy", _numpy),
@@ -175,6 +183,7 @@ def cases(quick: bool = False) -> list[H.Case]:
         targets.append(H.Target("tiny 3-4-1 net vs PyTorch eager", "chainrule", "PyTorch eager", 0.8))
     if ag is not None:
         rows.append(H.Contender("HIPS autograd", "autograd", _autograd(ag)))
+    rows += H.jax_rows(jax_grads)
     return [H.Case("tiny_net", "the seed's tiny 3-4-1 tanh network, fwd+bwd", rows, unit="us",
                    targets=targets, rtol=1e-10, atol=1e-12,
                    notes=["micrograd-style Value: written in bench_tiny_net.py (micrograd itself is "

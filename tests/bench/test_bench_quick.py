@@ -1,6 +1,7 @@
 """The benchmark suite's smoke run (`python tools/bench.py --quick`) and its harness."""
 import importlib
 import json
+import sys
 
 import numpy as np
 import pytest
@@ -68,3 +69,51 @@ def test_missing_suite_is_a_clear_error(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("CHAINRULE_BENCHMARKS", str(tmp_path))
     assert bench.main(["--quick"]) == 2
     assert "benchmark suite was not found" in capsys.readouterr().err
+
+
+def _rows_of(text: str, title: str) -> dict:
+    """{row name: result check} of the table under ``## title...``."""
+    section = text.split(f"## {title}", 1)[1].split("\n## ", 1)[0]
+    return {line.split("|")[1].strip(): line.split("|")[5].strip()
+            for line in section.splitlines() if line.startswith("| ") and "median" not in line}
+
+
+def test_jax_eager_and_jit_rows_match_chainrule(quick_run):
+    pytest.importorskip("jax", reason="jax is not installed: the suite skips its JAX rows")
+    text, _ = quick_run
+    for title in ("MLP 784-512-512-10, batch 64", "forward-mode JVP", "HVP vs grad", "checkpointing"):
+        jax_rows = {n: c for n, c in _rows_of(text, title).items() if n.startswith("JAX")}
+        assert any(n.startswith("JAX eager") for n in jax_rows), title
+        assert any(n.startswith("JAX jit") for n in jax_rows), title
+        assert set(jax_rows.values()) == {"ok"}, (title, jax_rows)
+    threads = next(line for line in text.splitlines() if line.startswith("Threads:"))
+    assert "jax/XLA:" in threads and "jax_enable_x64 on" in threads
+
+
+def test_without_jax_no_jax_row_and_a_skip_note(monkeypatch, quick_run):
+    harness = importlib.import_module("_harness")
+    jvp = importlib.import_module("bench_jvp")
+    monkeypatch.setitem(sys.modules, "jax", None)           # import jax now raises ImportError
+    assert harness.jax_rows(lambda jax: None) == []
+    (case,) = jvp.cases(quick=True)
+    assert not [c for c in case.contenders if c.library == "jax"]
+    assert "jax: not installed, skipped" in case.notes
+    assert "jax" not in harness.set_threads(1)
+    harness.restore_threads()
+
+
+def test_jax_rows_from_one_function_keep_float32():
+    pytest.importorskip("jax", reason="jax is not installed: the suite skips its JAX rows")
+    harness = importlib.import_module("_harness")
+    x = np.linspace(0, 1, 5, dtype=np.float32)
+    ref = harness.Contender("chainrule", "chainrule", lambda: (lambda: None, [2 * np.sin(x)]))
+    rows = harness.jax_rows(lambda jax: (lambda a: 2.0 * jax.numpy.sin(a), (x,)))
+    assert [(r.name, r.library) for r in rows] == [("JAX eager", "jax"), ("JAX jit", "jax")]
+    try:
+        for r in rows:
+            value = r.setup()[1]
+            assert value[0].dtype == np.float32 and np.allclose(value[0], 2 * np.sin(x))
+        res = harness.run_case(harness.Case("demo", "demo", [ref] + rows), 1, 0.0, 0.0)
+    finally:
+        harness.restore_threads()                          # jax_enable_x64 back to its old value
+    assert [r.checked for r in res.rows] == ["reference", "ok", "ok"]
