@@ -106,12 +106,18 @@ def _extras() -> dict:
                                      f"chain's replay ({replay * 1e3:.2f} ms)"}
 
 
+def _jit(make) -> list:
+    """The ``jax.jit`` row of a case (the physical reference of a compiled step; eager JAX is in the
+    case's own benchmark file)."""
+    return [r for r in H.jax_rows(make) if r.name == "JAX jit"]
+
+
 def cases(quick: bool = False) -> list[H.Case]:
-    peers = H.peer_rows(E._torch, E._autograd)
+    peers = H.peer_rows(E._torch, E._autograd) + _jit(E.jax_grads)
     chain = [H.Contender("chainrule", "chainrule", E._chainrule),
              H.Contender("chainrule compiled", "chainrule", _chain_compiled),
              H.Contender("NumPy (hand-written)", "numpy", E._numpy)] + peers
-    tiny_peers = H.peer_rows(T._torch, T._autograd)
+    tiny_peers = H.peer_rows(T._torch, T._autograd) + _jit(T.jax_grads)
     tiny = [H.Contender("chainrule", "chainrule", T._chainrule),
             H.Contender("chainrule compiled", "chainrule", _tiny_compiled),
             H.Contender("NumPy (hand-written)", "numpy", T._numpy)] + tiny_peers
@@ -121,15 +127,16 @@ def cases(quick: bool = False) -> list[H.Case]:
         targets.append(H.Target("compiled chain vs PyTorch eager", "chainrule compiled", "PyTorch eager", 0.35))
     return [H.Case("compile_chain", f"{E.N_OPS}-op elementwise chain, fwd+bwd: eager vs cr.compile",
                    chain, unit="us/op", per=E.N_OPS, targets=targets, rtol=1e-10, atol=1e-12,
-                   extras=_extras, notes=H.skip_note(["torch", "autograd"])),
+                   extras=_extras, notes=H.skip_note(["torch", "autograd", "jax"])),
             H.Case("compile_tiny_net", "the seed's 3-4-1 net, fwd+bwd: eager vs cr.compile", tiny,
                    unit="us", targets=[H.Target("compiled tiny net vs hand NumPy", "chainrule compiled",
                                                 "NumPy (hand-written)", 2.0)],
-                   rtol=1e-10, atol=1e-12),
+                   rtol=1e-10, atol=1e-12, notes=H.skip_note(["torch", "autograd", "jax"])),
             H.Case("compile_mlp_step", "MLP 784-512-512-10 step, fwd+bwd: eager vs cr.compile",
                    [H.Contender("chainrule", "chainrule", S._chainrule),
                     H.Contender("chainrule compiled", "chainrule", _mlp_compiled),
-                    H.Contender("NumPy (hand-written)", "numpy", S._numpy)] + H.peer_rows(S._torch, S._autograd),
+                    H.Contender("NumPy (hand-written)", "numpy", S._numpy)] + H.peer_rows(S._torch, S._autograd)
+                   + _jit(S.jax_grads),
                    targets=[H.Target("compiled MLP step vs hand NumPy", "chainrule compiled",
                                      "NumPy (hand-written)", 1.02)])]
 
