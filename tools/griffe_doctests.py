@@ -44,7 +44,7 @@ def fence_doctests(text: str) -> str:
 
 if griffe is not None:
     class DoctestFences(griffe.Extension):
-        """Rewrite every collected docstring with :func:`fence_doctests`."""
+        """Rewrite every collected docstring with ``fence_doctests``."""
 
         def on_instance(self, *, obj: Any, **kwargs: Any) -> None:
             if obj.docstring is not None and ">>>" in obj.docstring.value:

@@ -144,6 +144,7 @@ class GradScaler:
         self.history: list[dict] = []
 
     def is_enabled(self) -> bool:
+        """False for ``GradScaler(enabled=False)``, which then passes everything through."""
         return self._enabled
 
     def get_scale(self) -> float:

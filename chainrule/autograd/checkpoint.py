@@ -220,6 +220,7 @@ class CheckpointPlan:
 
     @property
     def segment_lengths(self) -> list[int]:
+        """The number of layers in each segment."""
         return [b - a for a, b in self.bounds]
 
     def __str__(self) -> str:

@@ -44,6 +44,7 @@ class FunctionCtx:
 
     @property
     def saved_tensors(self) -> tuple:
+        """The tensors given to ``save_for_backward``; raises if one was modified in place since."""
         check_saved(self._who, self.saved_values, self.versions or {}, "saved tensor")
         return unpack_saved(self.saved_values, True)
 
@@ -131,14 +132,18 @@ class Function:
 
     @staticmethod
     def forward(ctx: FunctionCtx, *args: Any, **kwargs: Any) -> Any:
+        """The op on plain values (define it, static): save what ``backward`` needs on ``ctx``."""
         raise GraphError("subclasses of cr.Function must define a static forward(ctx, ...)")
 
     @staticmethod
     def backward(ctx: FunctionCtx, *grads: Any) -> Any:
+        """The VJP (define it, static): one gradient per output in, one per ``forward`` input out
+        (None for an input that needs none)."""
         raise GraphError("subclasses of cr.Function must define a static backward(ctx, ...)")
 
     @classmethod
     def apply(cls, *args: Any, **kwargs: Any) -> Any:
+        """Run the Function on tensors and record it in the graph (call this, not ``forward``)."""
         if STATE.vmap_levels:
             level = max((a._level for a in args if isinstance(a, Tensor)), default=0)
             if level:

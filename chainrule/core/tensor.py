@@ -58,6 +58,7 @@ class Tensor:
     # ----- metadata -----
     @property
     def requires_grad(self) -> bool:
+        """Whether ops on this tensor are recorded for backward (settable on leaves)."""
         return self._requires_grad
 
     @requires_grad.setter
@@ -78,30 +79,37 @@ class Tensor:
 
     @property
     def is_leaf(self) -> bool:
+        """True for a tensor no recorded op made (``grad_fn is None``): backward fills its ``.grad``."""
         return self.grad_fn is None
 
     @property
     def shape(self) -> tuple[int, ...]:
+        """The shape of ``.data``."""
         return self.data.shape
 
     @property
     def dtype(self) -> np.dtype:
+        """The NumPy dtype of ``.data``."""
         return self.data.dtype
 
     @property
     def ndim(self) -> int:
+        """The number of dimensions."""
         return self.data.ndim
 
     @property
     def size(self) -> int:
+        """The number of elements (NumPy's ``size``, not torch's ``size()``)."""
         return self.data.size
 
     @property
     def nbytes(self) -> int:
+        """Bytes of ``.data``."""
         return self.data.nbytes
 
     @property
     def retains_grad(self) -> bool:
+        """True after ``retain_grad()`` on a non-leaf: backward fills its ``.grad`` too."""
         return self._retains
 
     def __len__(self) -> int:
@@ -149,6 +157,7 @@ class Tensor:
         return self.data
 
     def tolist(self) -> Any:
+        """The values as nested Python lists (any tensor, as ``.item()``)."""
         if STATE.recorder is not None:      # cr.compile: values read outside the recorded ops
             STATE.recorder.on_numpy(self, "tolist()")
         return self.data.tolist()

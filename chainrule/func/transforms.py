@@ -451,7 +451,7 @@ def value_and_grad(f: Fn, argnums: int | Sequence[int] = 0, has_aux: bool = Fals
                    holomorphic: bool = False) -> Fn:
     """Return a function computing ``(f(*args), grad)``; ``((value, aux), grad)`` with has_aux.
 
-    Complex inputs and ``holomorphic`` as in :func:`grad`.
+    Complex inputs and ``holomorphic`` as in ``cr.grad``.
 
     >>> import chainrule as cr
     >>> cr.value_and_grad(lambda x: x ** 2)(3.0)
@@ -517,7 +517,7 @@ def jacrev(f: Fn, argnums: int | Sequence[int] = 0, has_aux: bool = False,
 
     The result has shape ``out.shape + in.shape`` (an output tree of input trees for pytrees).
     Complex inputs or outputs need ``holomorphic=True`` (all complex; rows are conj(J^H e_i)),
-    which gives f'(z), exactly as :func:`jacfwd` does.
+    which gives f'(z), exactly as ``cr.jacfwd`` does.
 
     >>> import chainrule as cr, numpy as np
     >>> cr.jacrev(lambda x: x ** 2)(np.array([1.0, 2.0]))
@@ -624,7 +624,7 @@ def _jacobian_result(blocks: list, out_tree: Any, in_tree: Any, tensor_out: bool
 
 
 class Jacobian:
-    """The callable returned by :func:`jacobian`; it says which mode it uses.
+    """The callable returned by ``cr.jacobian``; it says which mode it uses.
 
     ``mode_for(*args)`` returns ``"forward"`` or ``"reverse"`` for those arguments and
     ``last_mode`` is the mode of the latest call. In ``"auto"`` mode the rule is: forward when the
@@ -717,7 +717,7 @@ def hessian(f: Fn, argnums: int | Sequence[int] = 0, holomorphic: bool = False) 
     """Hessian of scalar ``f`` as ``jacfwd(jacrev(f))`` (forward-over-reverse, as in JAX).
 
     ``holomorphic=True`` gives f''(z) for holomorphic ``f`` of complex inputs. For the Hessian of a
-    real ``f`` of complex ``z``, split z into real and imaginary parts (or use :func:`hvp`).
+    real ``f`` of complex ``z``, split z into real and imaginary parts (or use ``cr.hvp``).
 
     >>> import chainrule as cr, numpy as np
     >>> cr.hessian(lambda x: (x ** 3).sum())(np.array([1.0, 2.0]))
@@ -738,7 +738,7 @@ def hvp(f: Fn, primals: Sequence[Any], tangents: Sequence[Any]) -> tuple:
 
     Costs a small multiple of one gradient, never forms H. Returns a tuple, one entry per primal.
     For a real ``f`` of complex primals, H acts on (Re v, Im v) and the result is packed as
-    ``(H v)_x + i (H v)_y``, the convention of :func:`grad`.
+    ``(H v)_x + i (H v)_y``, the convention of ``cr.grad``.
 
     >>> import chainrule as cr, numpy as np
     >>> cr.hvp(lambda x: (x ** 3).sum(), (np.array([1.0, 2.0]),), (np.array([1.0, 1.0]),))

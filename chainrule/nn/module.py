@@ -74,6 +74,7 @@ class RemovableHandle:
         self._hooks, self.id, self._extra = hooks, key, extra
 
     def remove(self) -> None:
+        """Unregister the hook (removing it twice is harmless)."""
         for table in (self._hooks, *self._extra):
             table.pop(self.id, None)
 

@@ -139,7 +139,7 @@ def _live(v: Any) -> bool:
 
 
 class Odeint(Function):
-    """ys = odeint(problem.func, y0, t, *diff_args): the cr.Function behind :func:`odeint`."""
+    """ys = odeint(problem.func, y0, t, *diff_args): the cr.Function behind ``odeint``."""
 
     @staticmethod
     def forward(ctx: Any, problem: _Problem, y0: Any, t: Any, *dargs: Any) -> Tensor:

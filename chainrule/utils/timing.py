@@ -42,7 +42,7 @@ def interleaved_samples(fns: dict[str, Callable[[], Any]], rounds: int = 7, warm
 
 def interleaved_medians(fns: dict[str, Callable[[], Any]], rounds: int = 7, warmup: int = 1,
                         **options: Any) -> dict[str, float]:
-    """The median of each function's :func:`interleaved_samples` (``options`` are passed on).
+    """The median of each function's ``interleaved_samples`` (``options`` are passed on).
 
     >>> now = [0.0]
     >>> def work(seconds): now[0] += seconds      # a fake clock: work advances it, nothing waits
