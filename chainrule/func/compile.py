@@ -621,11 +621,12 @@ class _Capture:
                 self.bumps.append((("leaf", rec.leaf_tensor[key]) if key in rec.leaf_tensor else
                                    ("path", found[1], found[2], found[3]), count))
         # every tensor found by the scan that the step read: requires_grad and the hooks (the backward
-        # reaches it even where its value is dead code)
+        # reaches it even where its value is dead code), unless its external's guard checks them
+        covered = {(e[1], e[2]) for e in self.exts if e[3]}
         self.graph_guards = [(found[1], found[2], found[3], t._requires_grad, _hooks_of(t))
                              for key, (t, *_) in rec.seen.items()
                              if key in rec.scan.tensors and key not in rec.leaf_tensor
-                             for found in (rec.scan.tensors[key],)]
+                             for found in (rec.scan.tensors[key],) if (found[1], found[2]) not in covered]
         self.used_roots = sorted(set(self.used_roots) | {w[0][1] for w in self.bumps if w[0][0] == "path"}
                                  | {g[0] for g in self.graph_guards})
         self.layout = None                   # with writes: the arrays' strides fix which kernels return views
