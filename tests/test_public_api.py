@@ -45,7 +45,8 @@ INTERNAL_PRIMITIVES = {"logdet": "cr.linalg.slogdet", "eigvalsh_vjp": "eigvalsh'
                        "conv_weight": "conv's VJP in its weight",
                        "batch_norm_train": "cr.nn.functional.batch_norm (training mode), cr.nn.BatchNorm1d/2d/3d",
                        "gelu_tanh": "cr.nn.functional.gelu(x, approximate='tanh'), cr.nn.GELU('tanh')",
-                       "gelu_tanh_backward": "gelu_tanh's VJP (second order)"}
+                       "gelu_tanh_backward": "gelu_tanh's VJP (second order)",
+                       "layer_norm_backward": "layer_norm's VJP and JVP (second order)"}
 
 
 def public_api() -> list[str]:

@@ -68,7 +68,7 @@ _STRAIGHT_RULES = frozenset({
     "subtract", "multiply", "maximum", "minimum", "where", "clip", "reshape", "transpose", "broadcast_to",
     "diagonal", "flip", "roll", "pad", "getitem", "index_put", "sum", "amax", "amin", "cumsum", "linear",
     "matmul", "einsum", "concatenate", "softmax", "log_softmax", "softmax_cross_entropy", "conv",
-    "conv_transpose", "conv_weight",
+    "conv_transpose", "conv_weight", "layer_norm", "layer_norm_backward",
 })
 _KEEPS_ZERO = "keeps_zero"
 # straight-line rules but for ``keeping_zero``'s test, which a capture tapes (a kernel and a value

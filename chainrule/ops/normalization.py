@@ -1,4 +1,5 @@
-"""Training-mode batch normalisation as one primitive: ``batch_norm_train(x, w, b; eps)``.
+"""Training-mode batch normalisation as one primitive, ``batch_norm_train(x, w, b; eps)``, and
+layer normalisation's core, ``layer_norm(x; axes, eps)`` with its VJP ``layer_norm_backward``.
 
 For ``x`` (N, C, *S) with M = N * prod(S) values per channel, mean ``mu`` and biased variance ``var``
 over them, ``invstd = 1 / sqrt(var + eps)`` and ``xhat = (x - mu) * invstd``::
@@ -31,14 +32,14 @@ from chainrule.core._dtypes import LOW_PRECISION, accum_dtype
 from chainrule.core._registry import apply, defprim, real_only
 from chainrule.core.errors import ShapeError
 from chainrule.core.tensor import Tensor
-from chainrule.ops._batching import expand, reshape, set_batch, transpose
+from chainrule.ops._batching import batch_axes, expand, reshape, set_batch, transpose
 from chainrule.ops.conv import _scratch
 from chainrule.ops.elementwise import sqrt
 from chainrule.ops.nn import _shared
 from chainrule.ops.reduction import mean, sum
 from chainrule.ops.shape import broadcast_to
 
-__all__ = ["batch_norm_stats", "batch_norm_train"]
+__all__ = ["batch_norm_stats", "batch_norm_train", "layer_norm", "layer_norm_backward"]
 
 _HINT = ("x is (N, C, *S) with N * prod(S) > 1, weight and bias (C,) or numbers (1.0 and 0.0: no affine); "
          "use cr.nn.functional.batch_norm")
@@ -262,3 +263,117 @@ def batch_norm_train(x: Any, weight: Any, bias: Any, eps: float) -> Any:
             [ 1.]])
     """
     return apply(BATCH_NORM_TRAIN, (x, weight, bias), {"eps": float(eps)})
+
+
+# ----- layer normalisation over trailing axes: one node each way -----
+# xhat = (x - mean) * rstd over ``axes`` (negative: the last axes), rstd = 1 / sqrt(var + eps), with
+# the biased variance. Its Jacobian J = rstd (I - 1 1^T / N - xhat xhat^T / N) is symmetric, so one
+# rule serves both modes: J t, the primitive ``layer_norm_backward(t, x)``. A plain backward and a
+# recorded one (create_graph, cr.compile's capture) run the same NumPy kernel, so they agree bit for
+# bit and a compiled step replays what eager execution computes. Its own rules (second order and up)
+# are chainrule ops. The affine part (weight, bias) stays two ops in ``nn.functional.layer_norm``.
+def _ln_centred(x: Any, axes: tuple, eps: float) -> tuple:
+    """(x - mean, rstd) over ``axes``, on ndarrays."""
+    xc = x - np.mean(x, axis=axes, keepdims=True)
+    rstd = np.mean(np.square(xc), axis=axes, keepdims=True)
+    rstd += eps
+    np.sqrt(rstd, out=rstd)
+    return xc, np.reciprocal(rstd, out=rstd)
+
+
+def _ln_forward(x: Any, axes: tuple, eps: float) -> Any:
+    real_only("layer_norm", x)
+    v = x.astype(accum_dtype(x.dtype)) if x.dtype in LOW_PRECISION else x     # 16-bit: in float32
+    xc, rstd = _ln_centred(v, axes, eps)
+    xc *= rstd
+    return xc.astype(x.dtype, copy=False)                                       # (rounded once)
+
+
+def _ln_backward_forward(g: Any, x: Any, axes: tuple, eps: float) -> Any:
+    """``J(x) g = rstd (g - mean(g) - xhat mean(g xhat))`` on ndarrays."""
+    real_only("layer_norm_backward", x)
+    g = np.asarray(g)
+    dtype = np.result_type(g, x)
+    if dtype in LOW_PRECISION:                                                  # 16-bit: in float32
+        g, x = g.astype(accum_dtype(dtype)), x.astype(accum_dtype(dtype))
+    xhat, rstd = _ln_centred(x, axes, eps)
+    xhat *= rstd
+    dx = g - np.mean(g, axis=axes, keepdims=True)
+    dx -= xhat * np.mean(g * xhat, axis=axes, keepdims=True)
+    dx *= rstd
+    return dx.astype(dtype, copy=False)                                         # (rounded once)
+
+
+def _ln_rule(g: Any, out: Any, x: Any, axes: tuple, eps: float) -> Any:
+    if type(g) is ndarray and type(x) is ndarray:          # a plain backward: the kernel, inline
+        return _ln_backward_forward(g, x, axes, eps)
+    return apply(LAYER_NORM_BACKWARD, (g, x), {"axes": axes, "eps": eps})
+
+
+def _ln_ops(x: Any, axes: tuple, eps: float) -> tuple:
+    """(xhat, rstd, N) in chainrule ops (the second-order rules: differentiable again)."""
+    centred = x - mean(x, axis=axes, keepdims=True)
+    rstd = 1 / sqrt(mean(centred * centred, axis=axes, keepdims=True) + eps)
+    n = int(np.prod([np.shape(x)[a] for a in axes]))
+    return centred * rstd, rstd, n
+
+
+def _ln_backward_vjp_x(ct: Any, out: Any, g: Any, x: Any, axes: tuple, eps: float) -> Any:
+    """d<ct, J(x) g>/dx = -(rstd^2 xhat / N)(A - Sg Su / N) - (rstd / N) J(Sg ct + Su g), with
+    A = sum(ct (g - mean(g))), Su = sum(ct xhat), Sg = sum(g xhat) over the axes."""
+    xhat, rstd, n = _ln_ops(x, axes, eps)
+    su, sg = sum(ct * xhat, axis=axes, keepdims=True), sum(g * xhat, axis=axes, keepdims=True)
+    a = sum(ct * (g - mean(g, axis=axes, keepdims=True)), axis=axes, keepdims=True)
+    return (-(rstd * rstd / n) * xhat * (a - sg * su / n)
+            - (rstd / n) * _ln_rule(sg * ct + su * g, None, x, axes, eps))
+
+
+def _ln_backward_jvp_x(t: Any, out: Any, g: Any, x: Any, axes: tuple, eps: float) -> Any:
+    """d(J(x) g) along t: -rstd mean(xhat t) J g - rstd (J t mean(g xhat) + xhat mean(g J t))."""
+    xhat, rstd, _ = _ln_ops(x, axes, eps)
+    dxhat = _ln_rule(t, None, x, axes, eps)
+    return -rstd * (mean(xhat * t, axis=axes, keepdims=True) * out
+                    + dxhat * mean(g * xhat, axis=axes, keepdims=True)
+                    + xhat * mean(g * dxhat, axis=axes, keepdims=True))
+
+
+LAYER_NORM_BACKWARD = defprim(
+    "layer_norm_backward", _ln_backward_forward,
+    vjps=(lambda ct, out, g, x, axes, eps: _ln_rule(ct, None, x, axes, eps), _ln_backward_vjp_x),
+    jvps=(lambda t, out, g, x, axes, eps: _ln_rule(t, None, x, axes, eps), _ln_backward_jvp_x),
+    saves="x y", needs={0: (1,), 1: (0, 1)}, flops=lambda out, g, x, axes, eps: 12 * int(np.size(out)),
+    kind="softmax", accumulate=True, autocast="float32")
+LAYER_NORM = defprim("layer_norm", _ln_forward, rules=(_ln_rule,), saves="x",
+                     flops=lambda out, x, axes, eps: 5 * int(np.size(out)), kind="softmax",
+                     accumulate=True, autocast="float32")
+set_batch(LAYER_NORM, batch_axes())                # the axes are negative: past the batch axis as they are
+set_batch(LAYER_NORM_BACKWARD, batch_axes())
+
+
+def _trailing(axes: Any, who: str) -> tuple:
+    axes = tuple(int(a) for a in (axes if isinstance(axes, (tuple, list)) else (axes,)))
+    if not axes or sorted(axes) != list(range(-len(axes), 0)):
+        raise ShapeError(f"{who}: axes must be the last k axes as negative numbers, e.g. (-1,) or (-2, -1); "
+                         f"got {axes}")
+    return axes
+
+
+def layer_norm(x: Any, axes: Any = (-1,), eps: float = 1e-5) -> Any:
+    """``(x - mean) / sqrt(var + eps)`` over the trailing ``axes`` (biased variance) as one node:
+    the core of ``cr.nn.functional.layer_norm`` (which adds the affine part).
+
+    >>> import chainrule as cr
+    >>> layer_norm(cr.tensor([[1.0, 3.0]]), eps=0.0)
+    tensor([[-1.,  1.]])
+    """
+    return apply(LAYER_NORM, (x,), {"axes": _trailing(axes, "layer_norm"), "eps": float(eps)})
+
+
+def layer_norm_backward(g: Any, x: Any, axes: Any = (-1,), eps: float = 1e-5) -> Any:
+    """``g`` pulled back (or pushed forward: the Jacobian is symmetric) through ``layer_norm`` at ``x``.
+
+    >>> import numpy as np
+    >>> layer_norm_backward(np.array([1.0, 0.0]), np.array([1.0, 3.0]), eps=0.0)
+    array([0., 0.])
+    """
+    return _ln_rule(g, None, x, _trailing(axes, "layer_norm_backward"), float(eps))

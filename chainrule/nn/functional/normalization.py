@@ -21,6 +21,7 @@ from chainrule.core.tensor import Tensor
 from chainrule.distributed import collectives as dist
 from chainrule.numpy import raw
 from chainrule.ops.normalization import batch_norm_stats, batch_norm_train
+from chainrule.ops.normalization import layer_norm as _layer_norm
 
 __all__ = ["batch_norm", "group_norm", "instance_norm", "layer_norm", "rms_norm"]
 
@@ -392,7 +393,10 @@ def layer_norm(x: Any, normalized_shape: tuple, weight: Any = None, bias: Any = 
         raise ShapeError(f"layer_norm: input of shape {shape} does not end in normalized_shape "
                          f"{tuple(normalized_shape)}")
     x, low = _in_accum(x)
-    out = _normalize_with_stats(x, tuple(range(len(shape) - k, len(shape))), eps)[0]
+    if _dtype(x).kind == "f":                    # one node each way (complex: the composite)
+        out = _layer_norm(x, tuple(range(-k, 0)), eps)
+    else:
+        out = _normalize_with_stats(x, tuple(range(len(shape) - k, len(shape))), eps)[0]
     if weight is not None:
         out = out * weight
     return _round_back(out if bias is None else out + bias, low)
