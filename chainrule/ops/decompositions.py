@@ -263,7 +263,8 @@ def _check_qr(mode: str, m: int, n: int, r: Any) -> None:
     d = np.abs(np.diagonal(whole_batch(r)[..., :min(m, n), :min(m, n)], 0, -2, -1))
     eps = np.finfo(np.float32 if d.dtype.itemsize < 4 else d.dtype).eps      # 16-bit: float32's
     d = d.astype(np.float64)
-    if (d <= eps * np.maximum(d.max(axis=-1, keepdims=True, initial=0), 1e-300)).any():
+    # (numpy.linalg.matrix_rank's tolerance: max(m, n) * eps * the largest; LAPACK leaves ~1e-15, not 0)
+    if (d <= max(m, n) * eps * np.maximum(d.max(axis=-1, keepdims=True, initial=0), 1e-300)).any():
         raise ValueError(f"qr: not differentiable at a rank-deficient ({m}, {n}) input (R has a zero on its "
                          f"diagonal, so the factors' derivatives are infinite)")
 
