@@ -159,19 +159,20 @@ class GradScaler:
             return type(outputs)(self.scale(o) for o in outputs)
         return outputs * self._scale         # a Python float: the loss keeps its dtype
 
-    def _state(self, optimizer: Any) -> dict:
-        return self._opt_states.setdefault(id(optimizer), {"stage": "ready", "found_inf": False})
+    def _state(self, optimizer: Any, caller: str, misuse: dict[str, str]) -> dict:
+        """The optimizer's state this iteration; raise ``misuse[stage]`` if ``caller`` is out of order."""
+        st = self._opt_states.setdefault(id(optimizer), {"stage": "ready", "found_inf": False})
+        if st["stage"] in misuse:
+            raise RuntimeError(f"GradScaler.{caller}: {misuse[st['stage']]}")
+        return st
 
     def unscale_(self, optimizer: Any) -> None:
         """Divide the optimizer's gradients by the scale in place and record whether any is inf/NaN."""
         if not self._enabled:
             return
-        st = self._state(optimizer)
-        if st["stage"] == "unscaled":
-            raise RuntimeError("GradScaler.unscale_: already called on this optimizer since the last "
-                               "update(); call it once per step")
-        if st["stage"] == "stepped":
-            raise RuntimeError("GradScaler.unscale_: called after step(); call update() first")
+        st = self._state(optimizer, "unscale_", {
+            "unscaled": "already called on this optimizer since the last update(); call it once per step",
+            "stepped": "called after step(); call update() first"})
         inv_scale = float32.type(1.0 / np.float64(self._scale))
         params = [p for p in _params(optimizer) if p.grad is not None]
         for i, p in enumerate(params):
@@ -196,10 +197,8 @@ class GradScaler:
             return optimizer.step(*args, **kwargs)
         if "closure" in kwargs:
             raise RuntimeError("GradScaler.step: closures are not supported (as in PyTorch)")
-        st = self._state(optimizer)
-        if st["stage"] == "stepped":
-            raise RuntimeError("GradScaler.step: already called on this optimizer since the last "
-                               "update(); call update() once per iteration")
+        st = self._state(optimizer, "step", {
+            "stepped": "already called on this optimizer since the last update(); call update() once per iteration"})
         if st["stage"] == "ready":
             self.unscale_(optimizer)
         st["stage"] = "stepped"

@@ -86,19 +86,22 @@ def linalg_error(op: str, xs: tuple, e: Exception) -> LinAlgError:
     if nonfinite:
         msg = (f"{'; '.join(nonfinite)} ({text}) for inputs {shapes}: {op} needs finite values; find "
                f"where the NaN or inf comes from (cr.detect_anomaly()) or replace it (cr.nan_to_num)")
-    elif "positive definite" in text:
-        msg = (f"the matrix is not positive definite ({text}) for inputs {shapes}: {op} needs a symmetric "
-               f"(Hermitian) positive-definite matrix; symmetrize it ((a + a.T) / 2) or add jitter to the "
-               f"diagonal (a + eps * I)")
-    elif "ingular" in text:
-        msg = (f"the matrix is singular ({text}) for inputs {shapes}: it has no inverse; use "
-               f"cr.linalg.lstsq or cr.linalg.pinv, or regularize it (a + eps * I)")
-    elif "converge" in text:
-        msg = (f"{text} for inputs {shapes}: the values are too extreme or too ill-conditioned for the "
-               f"iteration; rescale the matrix")
     else:
-        msg = f"{text} for inputs {shapes}"
+        advice = next((a for word, a in _LINALG_ADVICE.items() if word in text), "{text} for inputs {shapes}")
+        msg = advice.format(text=text, shapes=shapes, op=op)
     return LinAlgError(f"{op}: {msg}")
+
+
+# linalg_error's advice for NumPy's (or SciPy's) message, by a word in it
+_LINALG_ADVICE = {
+    "positive definite": "the matrix is not positive definite ({text}) for inputs {shapes}: {op} needs a symmetric "
+                         "(Hermitian) positive-definite matrix; symmetrize it ((a + a.T) / 2) or add jitter to the "
+                         "diagonal (a + eps * I)",
+    "ingular": "the matrix is singular ({text}) for inputs {shapes}: it has no inverse; use cr.linalg.lstsq or "
+               "cr.linalg.pinv, or regularize it (a + eps * I)",
+    "converge": "{text} for inputs {shapes}: the values are too extreme or too ill-conditioned for the iteration; "
+                "rescale the matrix",
+}
 
 
 def rule_error(e: Exception, where: str) -> Exception:

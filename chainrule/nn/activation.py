@@ -10,6 +10,7 @@ from chainrule import numpy as ops
 from chainrule.core._backend import np
 from chainrule.core._dtypes import get_default_dtype
 from chainrule.core.errors import ShapeError
+from chainrule.nn._common import _FunctionalLayer
 from chainrule.nn.functional import activation as A
 from chainrule.nn.module import Module, Parameter
 from chainrule.numpy import raw
@@ -18,15 +19,15 @@ __all__ = ["ELU", "GLU", "SELU", "Hardswish", "Hardtanh", "LeakyReLU", "LogSoftm
            "SiLU", "Softmax", "Softplus", "Softsign"]
 
 
-class _Elementwise(Module):
-    _repr_fields: tuple = ()     # the attributes extra_repr shows, before "inplace=True" when set
+class _Elementwise(_FunctionalLayer):
+    """A functional layer with PyTorch's ``inplace`` flag: shown last in the repr, when set."""
 
-    def __init__(self, inplace: bool = False) -> None:
-        super().__init__()
+    def __init__(self, inplace: bool = False, **arguments: Any) -> None:
+        super().__init__(**arguments)
         self.inplace = inplace
 
     def extra_repr(self) -> str:
-        parts = [f"{k}={getattr(self, k)}" for k in self._repr_fields]
+        parts = [super().extra_repr()] if self._arguments else []
         return ", ".join(parts + ["inplace=True"] * bool(self.inplace))
 
 
@@ -38,14 +39,10 @@ class LeakyReLU(_Elementwise):
     tensor([-0.1,  2. ])
     """
 
-    _repr_fields = ("negative_slope",)
+    fn = staticmethod(A.leaky_relu)
 
     def __init__(self, negative_slope: float = 0.01, inplace: bool = False) -> None:
-        super().__init__(inplace)
-        self.negative_slope = negative_slope
-
-    def forward(self, input: Any) -> Any:
-        return A.leaky_relu(input, self.negative_slope)
+        super().__init__(inplace, negative_slope=negative_slope)
 
 
 class ELU(_Elementwise):
@@ -56,14 +53,10 @@ class ELU(_Elementwise):
     tensor([1.])
     """
 
-    _repr_fields = ("alpha",)
+    fn = staticmethod(A.elu)
 
     def __init__(self, alpha: float = 1.0, inplace: bool = False) -> None:
-        super().__init__(inplace)
-        self.alpha = alpha
-
-    def forward(self, input: Any) -> Any:
-        return A.elu(input, self.alpha)
+        super().__init__(inplace, alpha=alpha)
 
 
 class SELU(_Elementwise):
@@ -74,8 +67,7 @@ class SELU(_Elementwise):
     tensor([0.])
     """
 
-    def forward(self, input: Any) -> Any:
-        return A.selu(input)
+    fn = staticmethod(A.selu)
 
 
 class SiLU(_Elementwise):
@@ -86,8 +78,7 @@ class SiLU(_Elementwise):
     tensor([0.])
     """
 
-    def forward(self, input: Any) -> Any:
-        return A.silu(input)
+    fn = staticmethod(A.silu)
 
 
 class Mish(_Elementwise):
@@ -98,11 +89,10 @@ class Mish(_Elementwise):
     tensor([0.])
     """
 
-    def forward(self, input: Any) -> Any:
-        return A.mish(input)
+    fn = staticmethod(A.mish)
 
 
-class Softplus(Module):
+class Softplus(_FunctionalLayer):
     """``log(1 + exp(beta * x)) / beta``, linear above ``threshold``.
 
     >>> import chainrule as cr
@@ -110,18 +100,13 @@ class Softplus(Module):
     tensor([20.])
     """
 
+    fn = staticmethod(A.softplus)
+
     def __init__(self, beta: float = 1.0, threshold: float = 20.0) -> None:
-        super().__init__()
-        self.beta, self.threshold = beta, threshold
-
-    def forward(self, input: Any) -> Any:
-        return A.softplus(input, self.beta, self.threshold)
-
-    def extra_repr(self) -> str:
-        return f"beta={self.beta}, threshold={self.threshold}"
+        super().__init__(beta=beta, threshold=threshold)
 
 
-class Softsign(Module):
+class Softsign(_FunctionalLayer):
     """``x / (1 + |x|)``.
 
     >>> import chainrule as cr
@@ -129,8 +114,7 @@ class Softsign(Module):
     tensor([0.5])
     """
 
-    def forward(self, input: Any) -> Any:
-        return A.softsign(input)
+    fn = staticmethod(A.softsign)
 
 
 class Hardtanh(_Elementwise):
@@ -141,16 +125,12 @@ class Hardtanh(_Elementwise):
     tensor([-2.,  1.,  2.])
     """
 
-    _repr_fields = ("min_val", "max_val")
+    fn = staticmethod(A.hardtanh)
 
     def __init__(self, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False) -> None:
-        super().__init__(inplace)
         if min_val > max_val:
             raise ValueError(f"Hardtanh: min_val={min_val} is above max_val={max_val}; pass min_val <= max_val")
-        self.min_val, self.max_val = min_val, max_val
-
-    def forward(self, input: Any) -> Any:
-        return A.hardtanh(input, self.min_val, self.max_val)
+        super().__init__(inplace, min_val=min_val, max_val=max_val)
 
 
 class ReLU6(_Elementwise):
@@ -161,8 +141,7 @@ class ReLU6(_Elementwise):
     tensor([0., 6.])
     """
 
-    def forward(self, input: Any) -> Any:
-        return A.relu6(input)
+    fn = staticmethod(A.relu6)
 
 
 class Hardswish(_Elementwise):
@@ -173,8 +152,7 @@ class Hardswish(_Elementwise):
     tensor([3.])
     """
 
-    def forward(self, input: Any) -> Any:
-        return A.hardswish(input)
+    fn = staticmethod(A.hardswish)
 
 
 class PReLU(Module):
@@ -255,7 +233,7 @@ class LogSoftmax(_SoftmaxBase):
     fn = staticmethod(ops.log_softmax)
 
 
-class GLU(Module):
+class GLU(_FunctionalLayer):
     """The gated linear unit: ``a * sigmoid(b)`` for the halves ``a, b`` of ``dim``.
 
     >>> import chainrule as cr
@@ -263,12 +241,7 @@ class GLU(Module):
     (2, 3)
     """
 
+    fn = staticmethod(A.glu)
+
     def __init__(self, dim: int = -1) -> None:
-        super().__init__()
-        self.dim = dim
-
-    def forward(self, input: Any) -> Any:
-        return A.glu(input, self.dim)
-
-    def extra_repr(self) -> str:
-        return f"dim={self.dim}"
+        super().__init__(dim=dim)

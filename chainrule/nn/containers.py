@@ -31,6 +31,12 @@ def _as_parameter(value: Any) -> Any:
     return value
 
 
+def _pop(container: Any, key: Any) -> Any:
+    value = container[key]
+    del container[key]
+    return value
+
+
 def _tensor_line(key: Any, p: Any) -> str:
     if isinstance(p, Tensor):
         kind = "Parameter" if isinstance(p, Parameter) else "Tensor"
@@ -38,7 +44,24 @@ def _tensor_line(key: Any, p: Any) -> str:
     return f"  ({key}): Object of type: {type(p).__name__}"
 
 
-class ModuleList(Module):
+class _ModuleSequence(Module):
+    """Submodules in order, numbered ``"0"``, ``"1"``, ...: length, iteration and renumbering after a delete."""
+
+    def _renumber(self) -> None:
+        # every name becomes its position, as PyTorch
+        object.__setattr__(self, "_modules", OrderedDict((str(i), m) for i, m in enumerate(self._modules.values())))
+
+    def __len__(self) -> int:
+        return len(self._modules)
+
+    def __iter__(self) -> Iterator[Module]:
+        return iter(self._modules.values())
+
+    def __dir__(self) -> list:
+        return [k for k in super().__dir__() if not k.isdigit()]
+
+
+class ModuleList(_ModuleSequence):
     """Hold submodules in a list, registered as ``"0"``, ``"1"``, ... (so state_dict keys are ``"0.weight"``).
 
     >>> import chainrule as cr
@@ -66,14 +89,7 @@ class ModuleList(Module):
                 delattr(self, str(k))
         else:
             delattr(self, _abs_index(self, idx))
-        # renumber so the keys stay 0..n-1, as PyTorch
-        object.__setattr__(self, "_modules", OrderedDict((str(i), m) for i, m in enumerate(self._modules.values())))
-
-    def __len__(self) -> int:
-        return len(self._modules)
-
-    def __iter__(self) -> Iterator[Module]:
-        return iter(self._modules.values())
+        self._renumber()
 
     def __iadd__(self, modules: Iterable[Module]) -> ModuleList:
         return self.extend(modules)
@@ -83,9 +99,6 @@ class ModuleList(Module):
         for i, module in enumerate(chain(self, other)):
             combined.add_module(str(i), module)
         return combined
-
-    def __dir__(self) -> list:
-        return [k for k in super().__dir__() if not k.isdigit()]
 
     def insert(self, index: int, module: Module) -> None:
         """Insert ``module`` before position ``index`` (negative counts from the end, as ``list.insert``)."""
@@ -105,9 +118,7 @@ class ModuleList(Module):
 
     def pop(self, key: int | slice) -> Any:
         """Remove and return the module at ``key`` (later ones are renumbered)."""
-        v = self[key]
-        del self[key]
-        return v
+        return _pop(self, key)
 
     def extend(self, modules: Iterable[Module]) -> ModuleList:
         """Append every module of an iterable; returns self."""
@@ -182,9 +193,7 @@ class ModuleDict(Module):
 
     def pop(self, key: str) -> Module:
         """Remove ``key`` and return its module."""
-        v = self[key]
-        del self[key]
-        return v
+        return _pop(self, key)
 
     def keys(self) -> Any:
         """The keys, in order."""
@@ -348,9 +357,7 @@ class ParameterDict(Module):
 
     def pop(self, key: str) -> Any:
         """Remove ``key`` and return its value."""
-        v = self[key]
-        del self[key]
-        return v
+        return _pop(self, key)
 
     def popitem(self) -> tuple:
         """Remove and return the last inserted (key, parameter) pair."""
@@ -407,15 +414,17 @@ class ParameterDict(Module):
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         raise RuntimeError("ParameterDict should not be called; look a parameter up (self.params[key])")
 
-    def __or__(self, other: ParameterDict) -> ParameterDict:
-        out = self.copy()
-        out.update(other)
+    @staticmethod
+    def _union(first: ParameterDict, second: ParameterDict) -> ParameterDict:
+        out = first.copy()
+        out.update(second)
         return out
 
+    def __or__(self, other: ParameterDict) -> ParameterDict:
+        return self._union(self, other)
+
     def __ror__(self, other: ParameterDict) -> ParameterDict:
-        out = other.copy()
-        out.update(self)
-        return out
+        return self._union(other, self)
 
     def __ior__(self, other: ParameterDict) -> ParameterDict:
         self.update(other)

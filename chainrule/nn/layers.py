@@ -3,14 +3,14 @@ from __future__ import annotations
 
 import operator
 from collections import OrderedDict
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterable
 
 from chainrule import numpy as ops
 from chainrule.core._backend import np
 from chainrule.core._dtypes import get_default_dtype
 from chainrule.nn import functional as F
 from chainrule.nn import init
-from chainrule.nn.containers import _abs_index
+from chainrule.nn.containers import _abs_index, _ModuleSequence, _pop
 from chainrule.nn.module import Module, Parameter
 
 
@@ -177,7 +177,7 @@ class Embedding(Module):
         return f"{self.num_embeddings}, {self.embedding_dim}"
 
 
-class Sequential(Module):
+class Sequential(_ModuleSequence):
     """Apply modules in order, as ``torch.nn.Sequential``: built from modules (named ``"0"``, ``"1"``,
     ...) or from one ``OrderedDict`` of name -> module; indexed, sliced (a Sequential with the same
     names), iterated and changed like a list (``append``, ``extend``, ``insert``, ``pop``, ``del``,
@@ -225,17 +225,7 @@ class Sequential(Module):
         keys = list(self._modules)[idx] if isinstance(idx, slice) else [self._key(idx)]
         for key in keys:
             delattr(self, key)
-        # renumber: every name becomes its position, as PyTorch
-        object.__setattr__(self, "_modules", OrderedDict((str(i), m) for i, m in enumerate(self._modules.values())))
-
-    def __len__(self) -> int:
-        return len(self._modules)
-
-    def __iter__(self) -> Iterator[Module]:
-        return iter(self._modules.values())
-
-    def __dir__(self) -> list:
-        return [k for k in super().__dir__() if not k.isdigit()]
+        self._renumber()
 
     def __add__(self, other: Sequential) -> Sequential:
         if not isinstance(other, Sequential):
@@ -287,6 +277,4 @@ class Sequential(Module):
 
     def pop(self, key: int | slice) -> Any:
         """Remove and return the module(s) at ``key``; the rest are renumbered."""
-        v = self[key]
-        del self[key]
-        return v
+        return _pop(self, key)

@@ -15,6 +15,7 @@ from chainrule.core._dtypes import get_default_dtype
 from chainrule.core.errors import ShapeError
 from chainrule.core.tensor import Tensor
 from chainrule.distributed import collectives as dist
+from chainrule.nn._common import _positive_int
 from chainrule.nn.functional.normalization import _as_shape, _batch_norm, _group_norm, _instance_norm, _rms_norm
 from chainrule.nn.module import Module, Parameter
 
@@ -28,10 +29,18 @@ def _fill(t: Tensor | None, value: float) -> None:
         t._bump()
 
 
-def _check_positive(n: Any, name: str, who: str) -> int:
-    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
-        raise ValueError(f"{who}: {name} must be a positive integer, got {n!r}")
-    return int(n)
+def _shape(x: Any) -> tuple:
+    return tuple(x.shape) if isinstance(x, Tensor) else np.shape(x)
+
+
+def _register_affine(module: Module, shape: Any, affine: bool, bias: bool, dtype: Any) -> None:
+    """``weight`` ones and ``bias`` zeros (None with ``bias=False``) of ``shape``; both None without ``affine``."""
+    if affine:
+        module.weight = Parameter(np.ones(shape, dtype))
+        module.register_parameter("bias", Parameter(np.zeros(shape, dtype)) if bias else None)
+    else:
+        module.register_parameter("weight", None)
+        module.register_parameter("bias", None)
 
 
 class _NormBase(Module):
@@ -41,7 +50,7 @@ class _NormBase(Module):
                  track_running_stats: bool = True, dtype: Any = None, *, bias: bool = True) -> None:
         super().__init__()
         who = type(self).__name__
-        self.num_features = _check_positive(num_features, "num_features", who)
+        self.num_features = _positive_int(num_features, "num_features", who)
         if momentum is not None and not 0.0 <= momentum <= 1.0:
             raise ValueError(f"{who}: momentum must be in [0, 1] (running = (1 - momentum) * running + "
                              f"momentum * batch) or None for a cumulative average, got {momentum}")
@@ -49,12 +58,7 @@ class _NormBase(Module):
         self.affine, self.track_running_stats = affine, track_running_stats
         dtype = dtype or get_default_dtype()
         shape = (self.num_features,)
-        if affine:
-            self.weight = Parameter(np.ones(shape, dtype))
-            self.register_parameter("bias", Parameter(np.zeros(shape, dtype)) if bias else None)
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
+        _register_affine(self, shape, affine, bias, dtype)
         if track_running_stats:
             self.register_buffer("running_mean", Tensor(np.zeros(shape, dtype)))
             self.register_buffer("running_var", Tensor(np.ones(shape, dtype)))
@@ -77,7 +81,7 @@ class _NormBase(Module):
         _fill(self.bias, 0.0)
 
     def _check_ndim(self, x: Any) -> tuple:
-        shape = tuple(x.shape) if isinstance(x, Tensor) else np.shape(x)
+        shape = _shape(x)
         if len(shape) not in self._ndims:
             raise ShapeError(f"{type(self).__name__}: expected {self._layout} input, got {len(shape)}D input "
                              f"of shape {shape}; {self._hint}")
@@ -181,7 +185,7 @@ class SyncBatchNorm(_BatchNorm):
         self.process_group = None
 
     def _check_ndim(self, x: Any) -> tuple:
-        shape = tuple(x.shape) if isinstance(x, Tensor) else np.shape(x)
+        shape = _shape(x)
         if len(shape) < 2:
             raise ShapeError(f"SyncBatchNorm: expected input of at least 2 dimensions (N, C, *), got "
                              f"{len(shape)}D input of shape {shape}; add a batch axis with x.reshape(1, -1)")
@@ -289,19 +293,14 @@ class GroupNorm(Module):
     def __init__(self, num_groups: int, num_channels: int, eps: float = 1e-5, affine: bool = True,
                  dtype: Any = None, *, bias: bool = True) -> None:
         super().__init__()
-        self.num_groups = _check_positive(num_groups, "num_groups", "GroupNorm")
-        self.num_channels = _check_positive(num_channels, "num_channels", "GroupNorm")
+        self.num_groups = _positive_int(num_groups, "num_groups", "GroupNorm")
+        self.num_channels = _positive_int(num_channels, "num_channels", "GroupNorm")
         if num_channels % num_groups:
             raise ValueError(f"GroupNorm: num_channels ({num_channels}) must be divisible by num_groups "
                              f"({num_groups}); choose num_groups among the divisors of {num_channels}")
         self.eps, self.affine = eps, affine
         dtype = dtype or get_default_dtype()
-        if affine:
-            self.weight = Parameter(np.ones(num_channels, dtype))
-            self.register_parameter("bias", Parameter(np.zeros(num_channels, dtype)) if bias else None)
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
+        _register_affine(self, (self.num_channels,), affine, bias, dtype)
 
     def reset_parameters(self) -> None:
         """weight to 1, bias to 0 (in place)."""
@@ -309,7 +308,7 @@ class GroupNorm(Module):
         _fill(self.bias, 0.0)
 
     def forward(self, x: Any) -> Any:
-        shape = tuple(x.shape) if isinstance(x, Tensor) else np.shape(x)
+        shape = _shape(x)
         if len(shape) >= 2 and shape[1] != self.num_channels:
             raise ShapeError(f"GroupNorm: input of shape {shape} has {shape[1]} channels on axis 1, but "
                              f"num_channels={self.num_channels}; build the layer with num_channels={shape[1]}")

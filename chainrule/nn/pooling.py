@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from chainrule.nn._common import _FunctionalLayer
 from chainrule.nn.functional import pooling as F
 from chainrule.nn.module import Module
 
@@ -129,18 +130,11 @@ class AvgPool3d(_AvgPoolNd):
     fn = staticmethod(F.avg_pool3d)
 
 
-class _AdaptivePool(Module):
+class _AdaptivePool(_FunctionalLayer):
     fn = staticmethod(F.adaptive_avg_pool2d)
 
     def __init__(self, output_size: Any) -> None:
-        super().__init__()
-        self.output_size = output_size
-
-    def forward(self, input: Any) -> Any:
-        return self.fn(input, self.output_size)
-
-    def extra_repr(self) -> str:
-        return f"output_size={self.output_size}"
+        super().__init__(output_size=output_size)
 
 
 class AdaptiveAvgPool1d(_AdaptivePool):

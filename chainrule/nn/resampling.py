@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from chainrule.nn._common import _FunctionalLayer
 from chainrule.nn.functional import resampling as F
 from chainrule.nn.module import Module
 
@@ -64,7 +65,7 @@ class UpsamplingBilinear2d(Upsample):
         super().__init__(size, scale_factor, mode="bilinear", align_corners=True)
 
 
-class Unfold(Module):
+class Unfold(_FunctionalLayer):
     """Sliding blocks as columns, (N, C, H, W) -> (N, C * kh * kw, L), as ``torch.nn.Unfold``.
 
     >>> import chainrule as cr
@@ -72,19 +73,13 @@ class Unfold(Module):
     (2, 36, 25)
     """
 
+    fn = staticmethod(F.unfold)
+
     def __init__(self, kernel_size: Any, dilation: Any = 1, padding: Any = 0, stride: Any = 1) -> None:
-        super().__init__()
-        self.kernel_size, self.dilation, self.padding, self.stride = kernel_size, dilation, padding, stride
-
-    def forward(self, input: Any) -> Any:
-        return F.unfold(input, self.kernel_size, self.dilation, self.padding, self.stride)
-
-    def extra_repr(self) -> str:
-        return (f"kernel_size={self.kernel_size}, dilation={self.dilation}, padding={self.padding}, "
-                f"stride={self.stride}")
+        super().__init__(kernel_size=kernel_size, dilation=dilation, padding=padding, stride=stride)
 
 
-class Fold(Module):
+class Fold(_FunctionalLayer):
     """Columns back into an image, summing overlaps, (N, C * kh * kw, L) -> (N, C, *output_size), as
     ``torch.nn.Fold``.
 
@@ -93,21 +88,15 @@ class Fold(Module):
     (1, 2, 4, 5)
     """
 
+    fn = staticmethod(F.fold)
+
     def __init__(self, output_size: Any, kernel_size: Any, dilation: Any = 1, padding: Any = 0,
                  stride: Any = 1) -> None:
-        super().__init__()
-        self.output_size, self.kernel_size = output_size, kernel_size
-        self.dilation, self.padding, self.stride = dilation, padding, stride
-
-    def forward(self, input: Any) -> Any:
-        return F.fold(input, self.output_size, self.kernel_size, self.dilation, self.padding, self.stride)
-
-    def extra_repr(self) -> str:
-        return (f"output_size={self.output_size}, kernel_size={self.kernel_size}, dilation={self.dilation}, "
-                f"padding={self.padding}, stride={self.stride}")
+        super().__init__(output_size=output_size, kernel_size=kernel_size, dilation=dilation, padding=padding,
+                         stride=stride)
 
 
-class PixelShuffle(Module):
+class PixelShuffle(_FunctionalLayer):
     """(*, C * r * r, H, W) -> (*, C, H * r, W * r), as ``torch.nn.PixelShuffle``.
 
     >>> import chainrule as cr
@@ -115,18 +104,13 @@ class PixelShuffle(Module):
     (1, 1, 12, 12)
     """
 
+    fn = staticmethod(F.pixel_shuffle)
+
     def __init__(self, upscale_factor: int) -> None:
-        super().__init__()
-        self.upscale_factor = upscale_factor
-
-    def forward(self, input: Any) -> Any:
-        return F.pixel_shuffle(input, self.upscale_factor)
-
-    def extra_repr(self) -> str:
-        return f"upscale_factor={self.upscale_factor}"
+        super().__init__(upscale_factor=upscale_factor)
 
 
-class PixelUnshuffle(Module):
+class PixelUnshuffle(_FunctionalLayer):
     """(*, C, H * r, W * r) -> (*, C * r * r, H, W), as ``torch.nn.PixelUnshuffle``.
 
     >>> import chainrule as cr
@@ -134,12 +118,7 @@ class PixelUnshuffle(Module):
     (1, 9, 4, 4)
     """
 
+    fn = staticmethod(F.pixel_unshuffle)
+
     def __init__(self, downscale_factor: int) -> None:
-        super().__init__()
-        self.downscale_factor = downscale_factor
-
-    def forward(self, input: Any) -> Any:
-        return F.pixel_unshuffle(input, self.downscale_factor)
-
-    def extra_repr(self) -> str:
-        return f"downscale_factor={self.downscale_factor}"
+        super().__init__(downscale_factor=downscale_factor)

@@ -22,6 +22,7 @@ from chainrule.core._dtypes import get_default_dtype
 from chainrule.core.errors import ShapeError
 from chainrule.core.tensor import Tensor
 from chainrule.nn import init
+from chainrule.nn._common import _positive_int
 from chainrule.nn.functional.basic import dropout as _dropout
 from chainrule.nn.functional.basic import linear
 from chainrule.nn.module import Module, Parameter
@@ -32,12 +33,6 @@ from chainrule.ops.nn import gru_scan, lstm_scan, rnn_scan
 __all__ = ["GRU", "GRUCell", "LSTM", "LSTMCell", "RNN", "RNNCell"]
 
 _GATES = {"RNN_TANH": 1, "RNN_RELU": 1, "LSTM": 4, "GRU": 3}
-
-
-def _positive(n: Any, name: str, who: str) -> int:
-    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
-        raise ValueError(f"{who}: {name} must be a positive integer, got {n!r}")
-    return int(n)
 
 
 def _rnn_mode(nonlinearity: str, who: str) -> str:
@@ -88,9 +83,14 @@ def _redraw(module: Module, hidden_size: int, generator: Any) -> None:
         init.uniform_(p, -bound, bound, generator)
 
 
-def _nonlinearity_repr(nonlinearity: str) -> str:
-    """The extra_repr tail of RNNCell and RNN: empty for the default tanh."""
-    return "" if nonlinearity == "tanh" else f", nonlinearity={nonlinearity!r}"
+class _NonlinearityRepr:
+    """extra_repr for RNNCell and RNN: their base's, then the nonlinearity unless it is the default tanh."""
+
+    nonlinearity: str
+
+    def extra_repr(self) -> str:
+        tail = "" if self.nonlinearity == "tanh" else f", nonlinearity={self.nonlinearity!r}"
+        return super().extra_repr() + tail
 
 
 # ----- cells -----
@@ -102,8 +102,8 @@ class _CellBase(Module):
         super().__init__()
         self._mode = mode
         who = type(self).__name__
-        self.input_size = _positive(input_size, "input_size", who)
-        self.hidden_size = _positive(hidden_size, "hidden_size", who)
+        self.input_size = _positive_int(input_size, "input_size", who)
+        self.hidden_size = _positive_int(hidden_size, "hidden_size", who)
         self.bias = bool(bias)
         gates = _GATES[self._mode] * self.hidden_size
         bound = 1.0 / math.sqrt(self.hidden_size)
@@ -152,7 +152,7 @@ class _CellBase(Module):
         return h[0] if unbatched else h
 
 
-class RNNCell(_CellBase):
+class RNNCell(_NonlinearityRepr, _CellBase):
     """One Elman step ``h' = tanh(x @ W_ih.T + b_ih + h @ W_hh.T + b_hh)`` (or relu); hx zeros if omitted.
 
     >>> import chainrule as cr
@@ -165,9 +165,6 @@ class RNNCell(_CellBase):
                  dtype: Any = None, generator: Any = None) -> None:
         super().__init__(_rnn_mode(nonlinearity, "RNNCell"), input_size, hidden_size, bias, dtype, generator)
         self.nonlinearity = nonlinearity
-
-    def extra_repr(self) -> str:
-        return super().extra_repr() + _nonlinearity_repr(self.nonlinearity)
 
 
 class LSTMCell(_CellBase):
@@ -215,9 +212,9 @@ class _RNNBase(Module):
         super().__init__()
         who = type(self).__name__
         self.mode = mode
-        self.input_size = _positive(input_size, "input_size", who)
-        self.hidden_size = _positive(hidden_size, "hidden_size", who)
-        self.num_layers = _positive(num_layers, "num_layers", who)
+        self.input_size = _positive_int(input_size, "input_size", who)
+        self.hidden_size = _positive_int(hidden_size, "hidden_size", who)
+        self.num_layers = _positive_int(num_layers, "num_layers", who)
         if isinstance(dropout, bool) or not isinstance(dropout, numbers.Number) or not 0 <= dropout <= 1:
             raise ValueError(f"{who}: dropout must be a number in [0, 1] (the probability of zeroing an element "
                              f"of each layer's output but the last), got {dropout!r}")
@@ -396,7 +393,7 @@ class _RNNBase(Module):
         return s
 
 
-class RNN(_RNNBase):
+class RNN(_NonlinearityRepr, _RNNBase):
     """A stack of Elman layers (tanh or relu) over a sequence; returns ``(output, h_n)`` as PyTorch.
 
     Input (L, N, input_size), (N, L, input_size) with ``batch_first``, or (L, input_size) unbatched;
@@ -416,9 +413,6 @@ class RNN(_RNNBase):
         super().__init__(_rnn_mode(nonlinearity, "RNN"), input_size, hidden_size, num_layers, bias, batch_first,
                          dropout, bidirectional, 0, dtype, generator)
         self.nonlinearity = nonlinearity
-
-    def extra_repr(self) -> str:
-        return super().extra_repr() + _nonlinearity_repr(self.nonlinearity)
 
 
 class LSTM(_RNNBase):

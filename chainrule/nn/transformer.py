@@ -64,7 +64,51 @@ def _clones(layer: Module, n: int) -> ModuleList:
     return ModuleList([copy.deepcopy(layer, dict(memo)) for _ in range(n)])
 
 
-class TransformerEncoderLayer(Module):
+class _TransformerLayer(Module):
+    """What both layers share: self-attention (and attention over memory with ``_cross_attention``),
+    the feed-forward block, and a LayerNorm and Dropout per block, registered in PyTorch's order."""
+
+    _cross_attention = False
+
+    def __init__(self, d_model: int, nhead: int, dim_feedforward: int = 2048, dropout: float = 0.1,
+                 activation: Any = "relu", layer_norm_eps: float = 1e-5, batch_first: bool = False,
+                 norm_first: bool = False, bias: bool = True, dtype: Any = None, generator: Any = None) -> None:
+        super().__init__()
+        self.self_attn = MultiheadAttention(d_model, nhead, dropout=dropout, bias=bias, batch_first=batch_first,
+                                            dtype=dtype, generator=generator)
+        if self._cross_attention:
+            self.multihead_attn = MultiheadAttention(d_model, nhead, dropout=dropout, bias=bias,
+                                                     batch_first=batch_first, dtype=dtype, generator=generator)
+        self.linear1 = Linear(d_model, dim_feedforward, bias=bias, dtype=dtype, generator=generator)
+        self.dropout = Dropout(dropout, generator=generator)
+        self.linear2 = Linear(dim_feedforward, d_model, bias=bias, dtype=dtype, generator=generator)
+        self.norm_first = norm_first
+        self.norm1 = _norm(d_model, layer_norm_eps, bias, dtype)
+        self.norm2 = _norm(d_model, layer_norm_eps, bias, dtype)
+        if self._cross_attention:
+            self.norm3 = _norm(d_model, layer_norm_eps, bias, dtype)
+        self.dropout1 = Dropout(dropout, generator=generator)
+        self.dropout2 = Dropout(dropout, generator=generator)
+        if self._cross_attention:
+            self.dropout3 = Dropout(dropout, generator=generator)
+        self.activation = _activation(activation, type(self).__name__)
+        self.d_model, self.batch_first = d_model, batch_first
+
+    @staticmethod
+    def _attention_block(attention: Module, dropout: Module, x: Any, mem: Any, attn_mask: Any,
+                         key_padding_mask: Any, is_causal: bool) -> Any:
+        x = attention(x, mem, mem, attn_mask=attn_mask, key_padding_mask=key_padding_mask,
+                      need_weights=False, is_causal=is_causal)[0]
+        return dropout(x)
+
+    def _sa_block(self, x: Any, attn_mask: Any, key_padding_mask: Any, is_causal: bool) -> Any:
+        return self._attention_block(self.self_attn, self.dropout1, x, x, attn_mask, key_padding_mask, is_causal)
+
+    def _feed_forward(self, x: Any) -> Any:
+        return self.linear2(self.dropout(self.activation(self.linear1(x))))
+
+
+class TransformerEncoderLayer(_TransformerLayer):
     """Self-attention then a feed-forward block, each with a residual and LayerNorm, as PyTorch's.
 
     Post-norm by default; ``norm_first=True`` normalises before each block. ``activation`` is
@@ -78,23 +122,6 @@ class TransformerEncoderLayer(Module):
     (2, 5, 8)
     """
 
-    def __init__(self, d_model: int, nhead: int, dim_feedforward: int = 2048, dropout: float = 0.1,
-                 activation: Any = "relu", layer_norm_eps: float = 1e-5, batch_first: bool = False,
-                 norm_first: bool = False, bias: bool = True, dtype: Any = None, generator: Any = None) -> None:
-        super().__init__()
-        self.self_attn = MultiheadAttention(d_model, nhead, dropout=dropout, bias=bias, batch_first=batch_first,
-                                            dtype=dtype, generator=generator)
-        self.linear1 = Linear(d_model, dim_feedforward, bias=bias, dtype=dtype, generator=generator)
-        self.dropout = Dropout(dropout, generator=generator)
-        self.linear2 = Linear(dim_feedforward, d_model, bias=bias, dtype=dtype, generator=generator)
-        self.norm_first = norm_first
-        self.norm1 = _norm(d_model, layer_norm_eps, bias, dtype)
-        self.norm2 = _norm(d_model, layer_norm_eps, bias, dtype)
-        self.dropout1 = Dropout(dropout, generator=generator)
-        self.dropout2 = Dropout(dropout, generator=generator)
-        self.activation = _activation(activation, type(self).__name__)
-        self.d_model, self.batch_first = d_model, batch_first
-
     def forward(self, src: Any, src_mask: Any = None, src_key_padding_mask: Any = None,
                 is_causal: bool = False) -> Any:
         _check_width(src, self.d_model, type(self).__name__, "src")
@@ -105,16 +132,11 @@ class TransformerEncoderLayer(Module):
         x = self.norm1(x + self._sa_block(x, src_mask, src_key_padding_mask, is_causal))
         return self.norm2(x + self._ff_block(x))
 
-    def _sa_block(self, x: Any, attn_mask: Any, key_padding_mask: Any, is_causal: bool) -> Any:
-        x = self.self_attn(x, x, x, attn_mask=attn_mask, key_padding_mask=key_padding_mask,
-                           need_weights=False, is_causal=is_causal)[0]
-        return self.dropout1(x)
-
     def _ff_block(self, x: Any) -> Any:
-        return self.dropout2(self.linear2(self.dropout(self.activation(self.linear1(x)))))
+        return self.dropout2(self._feed_forward(x))
 
 
-class TransformerDecoderLayer(Module):
+class TransformerDecoderLayer(_TransformerLayer):
     """Self-attention, attention over ``memory``, then a feed-forward block (residuals, LayerNorms).
 
     ``forward(tgt, memory, tgt_mask=None, memory_mask=None, tgt_key_padding_mask=None,
@@ -127,26 +149,7 @@ class TransformerDecoderLayer(Module):
     (4, 2, 8)
     """
 
-    def __init__(self, d_model: int, nhead: int, dim_feedforward: int = 2048, dropout: float = 0.1,
-                 activation: Any = "relu", layer_norm_eps: float = 1e-5, batch_first: bool = False,
-                 norm_first: bool = False, bias: bool = True, dtype: Any = None, generator: Any = None) -> None:
-        super().__init__()
-        self.self_attn = MultiheadAttention(d_model, nhead, dropout=dropout, bias=bias, batch_first=batch_first,
-                                            dtype=dtype, generator=generator)
-        self.multihead_attn = MultiheadAttention(d_model, nhead, dropout=dropout, bias=bias,
-                                                 batch_first=batch_first, dtype=dtype, generator=generator)
-        self.linear1 = Linear(d_model, dim_feedforward, bias=bias, dtype=dtype, generator=generator)
-        self.dropout = Dropout(dropout, generator=generator)
-        self.linear2 = Linear(dim_feedforward, d_model, bias=bias, dtype=dtype, generator=generator)
-        self.norm_first = norm_first
-        self.norm1 = _norm(d_model, layer_norm_eps, bias, dtype)
-        self.norm2 = _norm(d_model, layer_norm_eps, bias, dtype)
-        self.norm3 = _norm(d_model, layer_norm_eps, bias, dtype)
-        self.dropout1 = Dropout(dropout, generator=generator)
-        self.dropout2 = Dropout(dropout, generator=generator)
-        self.dropout3 = Dropout(dropout, generator=generator)
-        self.activation = _activation(activation, type(self).__name__)
-        self.d_model, self.batch_first = d_model, batch_first
+    _cross_attention = True
 
     def forward(self, tgt: Any, memory: Any, tgt_mask: Any = None, memory_mask: Any = None,
                 tgt_key_padding_mask: Any = None, memory_key_padding_mask: Any = None,
@@ -163,21 +166,30 @@ class TransformerDecoderLayer(Module):
         x = self.norm2(x + self._mha_block(x, memory, memory_mask, memory_key_padding_mask, memory_is_causal))
         return self.norm3(x + self._ff_block(x))
 
-    def _sa_block(self, x: Any, attn_mask: Any, key_padding_mask: Any, is_causal: bool) -> Any:
-        x = self.self_attn(x, x, x, attn_mask=attn_mask, key_padding_mask=key_padding_mask,
-                           is_causal=is_causal, need_weights=False)[0]
-        return self.dropout1(x)
-
     def _mha_block(self, x: Any, mem: Any, attn_mask: Any, key_padding_mask: Any, is_causal: bool) -> Any:
-        x = self.multihead_attn(x, mem, mem, attn_mask=attn_mask, key_padding_mask=key_padding_mask,
-                                is_causal=is_causal, need_weights=False)[0]
-        return self.dropout2(x)
+        return self._attention_block(self.multihead_attn, self.dropout2, x, mem, attn_mask, key_padding_mask,
+                                     is_causal)
 
     def _ff_block(self, x: Any) -> Any:
-        return self.dropout3(self.linear2(self.dropout(self.activation(self.linear1(x)))))
+        return self.dropout3(self._feed_forward(x))
 
 
-class TransformerEncoder(Module):
+class _LayerStack(Module):
+    """``num_layers`` deep copies of one layer, then an optional ``norm``."""
+
+    def __init__(self, layer: Module, num_layers: int, norm: Module | None, who: str) -> None:
+        super().__init__()
+        if num_layers < 1:
+            raise ValueError(f"{who}: num_layers must be at least 1, got {num_layers}")
+        self.layers = _clones(layer, num_layers)
+        self.num_layers = num_layers
+        self.norm = norm
+
+    def _final_norm(self, out: Any) -> Any:
+        return out if self.norm is None else self.norm(out)
+
+
+class TransformerEncoder(_LayerStack):
     """``num_layers`` deep copies of ``encoder_layer`` applied in turn, then ``norm`` if given.
 
     ``enable_nested_tensor`` and ``mask_check`` are accepted for PyTorch's signature (PyTorch's
@@ -193,12 +205,7 @@ class TransformerEncoder(Module):
 
     def __init__(self, encoder_layer: Module, num_layers: int, norm: Module | None = None,
                  enable_nested_tensor: bool = True, mask_check: bool = True) -> None:
-        super().__init__()
-        if num_layers < 1:
-            raise ValueError(f"TransformerEncoder: num_layers must be at least 1, got {num_layers}")
-        self.layers = _clones(encoder_layer, num_layers)
-        self.num_layers = num_layers
-        self.norm = norm
+        super().__init__(encoder_layer, num_layers, norm, "TransformerEncoder")
         self.enable_nested_tensor, self.mask_check = enable_nested_tensor, mask_check
 
     def forward(self, src: Any, mask: Any = None, src_key_padding_mask: Any = None,
@@ -207,10 +214,10 @@ class TransformerEncoder(Module):
         for layer in self.layers:
             out = layer(out, src_mask=mask, src_key_padding_mask=src_key_padding_mask,
                         is_causal=bool(is_causal))
-        return out if self.norm is None else self.norm(out)
+        return self._final_norm(out)
 
 
-class TransformerDecoder(Module):
+class TransformerDecoder(_LayerStack):
     """``num_layers`` deep copies of ``decoder_layer`` applied in turn over ``memory``, then ``norm``.
 
     >>> import chainrule as cr
@@ -221,12 +228,7 @@ class TransformerDecoder(Module):
     """
 
     def __init__(self, decoder_layer: Module, num_layers: int, norm: Module | None = None) -> None:
-        super().__init__()
-        if num_layers < 1:
-            raise ValueError(f"TransformerDecoder: num_layers must be at least 1, got {num_layers}")
-        self.layers = _clones(decoder_layer, num_layers)
-        self.num_layers = num_layers
-        self.norm = norm
+        super().__init__(decoder_layer, num_layers, norm, "TransformerDecoder")
 
     def forward(self, tgt: Any, memory: Any, tgt_mask: Any = None, memory_mask: Any = None,
                 tgt_key_padding_mask: Any = None, memory_key_padding_mask: Any = None,
@@ -237,7 +239,7 @@ class TransformerDecoder(Module):
                         tgt_key_padding_mask=tgt_key_padding_mask,
                         memory_key_padding_mask=memory_key_padding_mask,
                         tgt_is_causal=bool(tgt_is_causal), memory_is_causal=memory_is_causal)
-        return out if self.norm is None else self.norm(out)
+        return self._final_norm(out)
 
 
 class Transformer(Module):
@@ -259,18 +261,12 @@ class Transformer(Module):
                  custom_decoder: Module | None = None, layer_norm_eps: float = 1e-5, batch_first: bool = False,
                  norm_first: bool = False, bias: bool = True, dtype: Any = None, generator: Any = None) -> None:
         super().__init__()
-        if custom_encoder is not None:
-            self.encoder = custom_encoder
-        else:
-            layer = TransformerEncoderLayer(d_model, nhead, dim_feedforward, dropout, activation, layer_norm_eps,
-                                            batch_first, norm_first, bias, dtype=dtype, generator=generator)
-            self.encoder = TransformerEncoder(layer, num_encoder_layers, _norm(d_model, layer_norm_eps, bias, dtype))
-        if custom_decoder is not None:
-            self.decoder = custom_decoder
-        else:
-            layer = TransformerDecoderLayer(d_model, nhead, dim_feedforward, dropout, activation, layer_norm_eps,
-                                            batch_first, norm_first, bias, dtype=dtype, generator=generator)
-            self.decoder = TransformerDecoder(layer, num_decoder_layers, _norm(d_model, layer_norm_eps, bias, dtype))
+        layer_args = (d_model, nhead, dim_feedforward, dropout, activation, layer_norm_eps, batch_first, norm_first,
+                      bias, dtype, generator)
+        self.encoder = custom_encoder if custom_encoder is not None else TransformerEncoder(
+            TransformerEncoderLayer(*layer_args), num_encoder_layers, _norm(d_model, layer_norm_eps, bias, dtype))
+        self.decoder = custom_decoder if custom_decoder is not None else TransformerDecoder(
+            TransformerDecoderLayer(*layer_args), num_decoder_layers, _norm(d_model, layer_norm_eps, bias, dtype))
         for p in self.parameters():
             if p.ndim > 1:
                 init.xavier_uniform_(p, generator=generator)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import builtins
 import inspect
-from typing import Any
+from typing import Any, Callable
 
 from chainrule.core._backend import np
 
@@ -291,15 +291,20 @@ def numpy_class(func: Any) -> str:
     return "b" if name in NOT_DIFFERENTIABLE else "c" if name in NOT_MATH else "a"
 
 
+def _some_tensor(value: Any, test: Callable[[Tensor], bool]) -> bool:
+    """Does ``test`` hold for ``value``, a tensor, or for a tensor inside its lists, tuples and dicts?"""
+    if isinstance(value, Tensor):
+        return test(value)
+    if isinstance(value, (list, tuple)):
+        return builtins.any(_some_tensor(v, test) for v in value)
+    if isinstance(value, dict):
+        return builtins.any(_some_tensor(v, test) for v in value.values())
+    return False
+
+
 def _requires_grad(value: Any) -> bool:
     """Is ``value`` (or a tensor in it) part of a graph: requires grad or carries a live tangent?"""
-    if isinstance(value, Tensor):
-        return value.requires_grad or value._tangents is not None and bool(graph_role(value))
-    if isinstance(value, (list, tuple)):
-        return builtins.any(_requires_grad(v) for v in value)
-    if isinstance(value, dict):
-        return builtins.any(_requires_grad(v) for v in value.values())
-    return False
+    return _some_tensor(value, lambda t: t.requires_grad or t._tangents is not None and bool(graph_role(t)))
 
 
 def _data(value: Any) -> Any:
@@ -345,14 +350,12 @@ _VALUE_FREE = frozenset({"numpy.empty_like"})      # float results that do not r
 def _in_graph(value: Any) -> bool:
     """Is ``value`` (or a tensor in it) part of a graph: requires grad (with grad mode on), carries a
     live forward-mode tangent, or is batched by cr.vmap?"""
-    if isinstance(value, Tensor):
-        return bool(value._level or value._requires_grad and STATE.grad_enabled or value._tangents and
-                    builtins.any(level in STATE.fw_levels for level in value._tangents))
-    if isinstance(value, (list, tuple)):
-        return builtins.any(_in_graph(v) for v in value)
-    if isinstance(value, dict):
-        return builtins.any(_in_graph(v) for v in value.values())
-    return False
+    return _some_tensor(value, _tensor_in_graph)
+
+
+def _tensor_in_graph(t: Tensor) -> bool:
+    return bool(t._level or t._requires_grad and STATE.grad_enabled or t._tangents and
+                builtins.any(level in STATE.fw_levels for level in t._tangents))
 
 
 def _graph_arguments(call: Any, args: tuple, kwargs: dict) -> list:

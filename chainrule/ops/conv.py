@@ -22,6 +22,7 @@ as matmul.
 """
 from __future__ import annotations
 
+import functools
 import math
 import threading
 from typing import Any
@@ -40,6 +41,16 @@ _as_strided = np.lib.stride_tricks.as_strided
 
 def _low(*xs: Any) -> bool:
     return any(getattr(x, "dtype", None) in LOW_PRECISION for x in xs)
+
+
+def _rounded_once(kernel: Any) -> Any:
+    """A convolution's forward that computes 16-bit operands in float32 and rounds once, as matmul."""
+    @functools.wraps(kernel)
+    def run(x: Any, y: Any, **params: Any) -> Any:
+        if _low(x, y):
+            return _accumulating(lambda a, b: kernel(a, b, **params), x, y)
+        return kernel(x, y, **params)
+    return run
 
 
 def _check(name: str, x: Any, y: Any, stride: tuple, dilation: tuple, groups: int, channels: tuple) -> None:
@@ -207,9 +218,8 @@ def _unpadded(full: Any, padding: tuple) -> Any:
     return out
 
 
+@_rounded_once
 def _conv_forward(x: Any, w: Any, stride: tuple, dilation: tuple, groups: int, padding: tuple) -> Any:
-    if _low(x, w):
-        return _accumulating(lambda a, b: _conv_forward(a, b, stride, dilation, groups, padding), x, w)
     _check("conv", x, w, stride, dilation, groups, (w.shape[1] * groups, w.shape[0]))
     x = _padded(x, padding)
     kernel, spatial = w.shape[2:], x.shape[2:]
@@ -227,9 +237,8 @@ def _conv_forward(x: Any, w: Any, stride: tuple, dilation: tuple, groups: int, p
     return _from_group(prod, n, out)
 
 
+@_rounded_once
 def _conv_transpose_forward(a: Any, w: Any, stride: tuple, dilation: tuple, groups: int, padding: tuple) -> Any:
-    if _low(a, w):
-        return _accumulating(lambda p, q: _conv_transpose_forward(p, q, stride, dilation, groups, padding), a, w)
     _check("conv_transpose", a, w, stride, dilation, groups, (w.shape[0], w.shape[0]))
     n, out = a.shape[0], a.shape[2:]
     kernel = w.shape[2:]
@@ -277,9 +286,8 @@ def _col2im_flat(a: Any, wm: Any, kernel: tuple, out: tuple, spatial: tuple, dil
     return flat[:, :, :total].reshape((cols.shape[0], n) + spatial)             # (C, N, *S)
 
 
+@_rounded_once
 def _conv_weight_forward(x: Any, a: Any, stride: tuple, dilation: tuple, groups: int, padding: tuple) -> Any:
-    if _low(x, a):
-        return _accumulating(lambda p, q: _conv_weight_forward(p, q, stride, dilation, groups, padding), x, a)
     _check("conv_weight", x, a, stride, dilation, groups, (x.shape[1], a.shape[1]))
     if x.shape[0] != a.shape[0]:
         raise ShapeError(f"conv_weight: the input {x.shape} and the cotangent {a.shape} differ in batch size")
@@ -324,19 +332,18 @@ def _conv_w(g: Any, out: Any, x: Any, w: Any, **p: Any) -> Any:
     return apply(CONV_WEIGHT, (x, g), p)
 
 
-CONV = defprim("conv", _conv_forward, vjps=(_conv_x, _conv_w), jvps="linear", saves="x y",
-               needs={0: (1,), 1: (0,)}, flops=_flops, accumulate=True, autocast="low", kind="matmul",
-               hint=_HINT, complex="holomorphic")
+# what the three primitives share: each is linear in each operand, whose rule reads the other one
+_BILINEAR = {"jvps": "linear", "saves": "x y", "needs": {0: (1,), 1: (0,)}, "accumulate": True, "autocast": "low",
+             "kind": "matmul", "hint": _HINT, "complex": "holomorphic"}
+CONV = defprim("conv", _conv_forward, vjps=(_conv_x, _conv_w), flops=_flops, **_BILINEAR)
 CONV_TRANSPOSE = defprim(
     "conv_transpose", _conv_transpose_forward,
     vjps=(lambda h, out, a, w, **p: apply(CONV, (h, w), p), lambda h, out, a, w, **p: apply(CONV_WEIGHT, (h, a), p)),
-    jvps="linear", saves="x y", needs={0: (1,), 1: (0,)}, flops=_flops_transpose, accumulate=True,
-    autocast="low", kind="matmul", hint=_HINT, complex="holomorphic")
+    flops=_flops_transpose, **_BILINEAR)
 CONV_WEIGHT = defprim(
     "conv_weight", _conv_weight_forward,
     vjps=(lambda k, out, x, a, **p: apply(CONV_TRANSPOSE, (a, k), p), lambda k, out, x, a, **p: apply(CONV, (x, k), p)),
-    jvps="linear", saves="x y", needs={0: (1,), 1: (0,)}, flops=_flops_weight, accumulate=True,
-    autocast="low", kind="matmul", hint=_HINT, complex="holomorphic")
+    flops=_flops_weight, **_BILINEAR)
 
 # the role of each operand and of the result: "d" data (N, channels, *spatial), "w" a weight (O, C/g, *K)
 _ROLES = {"conv": ("dw", "d"), "conv_transpose": ("dw", "d"), "conv_weight": ("dd", "w")}

@@ -7,7 +7,7 @@ maximum/minimum split the gradient evenly on ties, clip passes the gradient at i
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Callable
 
 import scipy.special
 
@@ -550,17 +550,19 @@ def as_tensor(data: Any, dtype: Any = None) -> Any:
 def zeros_like(x: Any, dtype: Any = None) -> Any:
     """Zeros of ``x``'s shape: an ndarray for ndarray input, a (constant) Tensor for Tensor input
     (inside vmap: one example's shape, the same for all)."""
-    if isinstance(x, Tensor) and x._level:
-        return _wrap(np.zeros(x.shape, dtype=dtype or x.dtype))
-    data = np.zeros_like(raw(x), dtype=dtype)
-    return _wrap(data) if isinstance(x, Tensor) else data
+    return _constant_like(x, dtype, np.zeros, np.zeros_like)
 
 
 def ones_like(x: Any, dtype: Any = None) -> Any:
     """Ones of ``x``'s shape, as ``zeros_like``."""
+    return _constant_like(x, dtype, np.ones, np.ones_like)
+
+
+def _constant_like(x: Any, dtype: Any, make: Callable, make_like: Callable) -> Any:
+    """``make_like(x)`` (``np.zeros_like``, ``np.ones_like``), a constant Tensor for a Tensor ``x``."""
     if isinstance(x, Tensor) and x._level:
-        return _wrap(np.ones(x.shape, dtype=dtype or x.dtype))
-    data = np.ones_like(raw(x), dtype=dtype)
+        return _wrap(make(x.shape, dtype=dtype or x.dtype))
+    data = make_like(raw(x), dtype=dtype)
     return _wrap(data) if isinstance(x, Tensor) else data
 
 

@@ -6,8 +6,10 @@ inputs these ops run in float32 and round once (``_dtypes.accumulate``), as PyTo
 """
 from __future__ import annotations
 
+import functools
 import threading
 import weakref
+from collections.abc import Iterator
 from typing import Any
 
 from chainrule.core._backend import ndarray, np
@@ -206,6 +208,50 @@ def packed_steps(batch_sizes: tuple, reverse: bool) -> list:
     return steps[::-1] if reverse else steps
 
 
+def _step_rows(steps: list, backward: bool = False) -> Iterator[tuple[int, slice, int]]:
+    """(k, the rows of step k, their count) for each step, in the recurrence's order or backward."""
+    for k in range(len(steps) - 1, -1, -1) if backward else range(len(steps)):
+        start, bs = steps[k]
+        yield k, slice(start, start + bs), bs
+
+
+def _carry(new: Any, state: Any, bs: int, big_n: int) -> Any:
+    """The state after a step of the first ``bs`` of ``big_n`` sequences: ``new`` there, the others' rows kept."""
+    return new if bs == big_n else concatenate([new, state[bs:]], axis=0)
+
+
+def _in_time_order(pieces: list, reverse: bool, *rest: Any) -> Any:
+    """The steps' rows (``pieces[k]`` for step k) stacked as the output holds them, time ascending;
+    then ``rest``."""
+    return concatenate((pieces[::-1] if reverse else pieces) + list(rest), axis=0)
+
+
+def _start_tangent(ts: dict, i: int, state: Any) -> Any:
+    """The tangent of the initial state, input ``i``: zero when ``ts`` has none."""
+    return ts[i] if i in ts else zeros_like(state)
+
+
+def _pre_activation_tangent(ts: dict, rows: slice, dh: Any, w_hh: Any, h_prev: Any) -> Any:
+    """The tangent of a step's ``gi[rows] + h_prev @ w_hh.T``, ``dh`` that of ``h_prev``."""
+    dz = dh @ swapaxes(w_hh, 0, 1)
+    if 0 in ts:
+        dz = dz + ts[0][rows]
+    if 1 in ts:
+        dz = dz + h_prev @ swapaxes(ts[1], 0, 1)
+    return dz
+
+
+def _rounded_once(forward: Any) -> Any:
+    """A recurrence's forward that computes 16-bit inputs in float32 and rounds the output once."""
+    @functools.wraps(forward)
+    def run(gi: Any, *xs: Any, **params: Any) -> Any:
+        if gi.dtype not in LOW_PRECISION:
+            return forward(gi, *xs, **params)
+        wide = (None if v is None else np.asarray(v, dtype=np.float32) for v in (gi, *xs))
+        return forward(*wide, **params).astype(gi.dtype)
+    return run
+
+
 def _prev_state(cols: Any, init: Any, steps: list, k: int) -> Any:
     """The state (h or c columns ``cols`` of the output) each row of step ``k`` starts from: the
     previous step's rows, then the initial state for rows that start here (reverse order)."""
@@ -230,13 +276,9 @@ def _gate_act(z: Any, half: Any, shift: Any, out: Any) -> Any:
     return out
 
 
+@_rounded_once
 def _lstm_scan_forward(gi: Any, w_hh: Any, h0: Any, c0: Any, w_hr: Any = None, *, batch_sizes: tuple,
                        reverse: bool = False) -> Any:
-    low = gi.dtype in LOW_PRECISION
-    if low:                                # 16-bit: computed in float32, rounded once
-        dtype = gi.dtype
-        gi, w_hh, h0, c0 = (np.asarray(v, dtype=np.float32) for v in (gi, w_hh, h0, c0))
-        w_hr = None if w_hr is None else np.asarray(w_hr, dtype=np.float32)
     (s, four_n), (big_n, p) = gi.shape, h0.shape
     n = four_n // 4
     out = np.zeros((s + big_n, p + 5 * n), dtype=np.result_type(gi, w_hh, h0, c0))
@@ -263,7 +305,7 @@ def _lstm_scan_forward(gi: Any, w_hh: Any, h0: Any, c0: Any, w_hr: Any = None, *
             np.matmul(t, w_hr.T, out=row[:, :p])
         h[:bs], c[:bs] = row[:, :p], c_new
     out[s:, :p], out[s:, p:p + n] = h, c
-    return out.astype(dtype) if low else out
+    return out
 
 
 def _gate_cotangent(pieces: list, g_a: Any, a: Any, n: int) -> Any:
@@ -288,9 +330,7 @@ def _lstm_grads_in_place(g: Any, out: Any, h0: Any, c0: Any, w_hh: Any, w_hr: An
     tc, t, dm, deriv = (np.empty((big_n, w), dtype=dtype) for w in (n, n, n, 4 * n))
     on_g = np.zeros(4 * n, dtype=dtype)
     on_g[2 * n:3 * n] = 1
-    for k in range(len(steps) - 1, -1, -1):
-        start, bs = steps[k]
-        rows = slice(start, start + bs)
+    for k, rows, bs in _step_rows(steps, backward=True):
         a, d, tck, tk, de = acts[rows], dz_all[rows], tc[:bs], t[:bs], deriv[:bs]
         np.tanh(cs[rows], out=tck)
         dh_t, dc_t = dh[:bs], dc[:bs]
@@ -335,9 +375,7 @@ def _lstm_scan_grads(g: Any, out: Any, gi: Any, w_hh: Any, h0: Any, c0: Any, w_h
     hs, cs, acts = out[:s, :p], out[:s, p:p + n], out[:s, p + n:]
     dh, dc = g[s:, :p], g[s:, p:p + n]
     dz, dhs, ms, h_prev = [None] * len(steps), [None] * len(steps), [None] * len(steps), [None] * len(steps)
-    for k in range(len(steps) - 1, -1, -1):          # every step's local derivatives in the loop: cache-hot
-        start, bs = steps[k]
-        rows = slice(start, start + bs)
+    for k, rows, bs in _step_rows(steps, backward=True):      # every step's local derivatives in the loop: cache-hot
         a = acts[rows]
         a_o, tc = a[:, 3 * n:], tanh(cs[rows])
         dh_t = g[rows, :p] + dh[:bs]
@@ -348,14 +386,13 @@ def _lstm_scan_grads(g: Any, out: Any, gi: Any, w_hh: Any, h0: Any, c0: Any, w_h
                                  dm * tc], g[rows, p + n:], a, n)
         h_prev[k] = _prev_state(hs, h0, steps, k)
         dh_new, dc_new = dz[k] @ w_hh, dc_t * a[:, n:2 * n]
-        dh = dh_new if bs == big_n else concatenate([dh_new, dh[bs:]], axis=0)
-        dc = dc_new if bs == big_n else concatenate([dc_new, dc[bs:]], axis=0)
-    order = slice(None, None, -1) if reverse else slice(None)        # the rows' order: time ascending
-    dz_all = concatenate(dz[order], axis=0)
-    dw_hh = swapaxes(dz_all, 0, 1) @ concatenate(h_prev[order], axis=0)
+        dh = _carry(dh_new, dh, bs, big_n)
+        dc = _carry(dc_new, dc, bs, big_n)
+    dz_all = _in_time_order(dz, reverse)
+    dw_hh = swapaxes(dz_all, 0, 1) @ _in_time_order(h_prev, reverse)
     dw_hr = None
     if w_hr is not None:
-        dw_hr = swapaxes(concatenate(dhs[order], axis=0), 0, 1) @ concatenate(ms[order], axis=0)
+        dw_hr = swapaxes(_in_time_order(dhs, reverse), 0, 1) @ _in_time_order(ms, reverse)
     return dz_all, dw_hh, dh, dc, dw_hr
 
 
@@ -403,18 +440,14 @@ def _lstm_scan_tangent(ts: dict, out: Any, gi: Any, w_hh: Any, h0: Any, c0: Any,
     n = four_n // 4
     steps = packed_steps(batch_sizes, reverse)
     hs, cs = out[:s, :p], out[:s, p:p + n]
-    dh = ts[2] if 2 in ts else zeros_like(h0)
-    dc = ts[3] if 3 in ts else zeros_like(c0)
+    dh = _start_tangent(ts, 2, h0)
+    dc = _start_tangent(ts, 3, c0)
     pieces = [None] * len(steps)
-    for k, (start, bs) in enumerate(steps):
-        a = out[start:start + bs, p + n:]
+    for k, rows, bs in _step_rows(steps):
+        a = out[rows, p + n:]
         a_i, a_f, a_g, a_o = a[:, :n], a[:, n:2 * n], a[:, 2 * n:3 * n], a[:, 3 * n:]
-        tc = tanh(cs[start:start + bs])
-        dz = dh[:bs] @ swapaxes(w_hh, 0, 1)
-        if 0 in ts:
-            dz = dz + ts[0][start:start + bs]
-        if 1 in ts:
-            dz = dz + _prev_state(hs, h0, steps, k) @ swapaxes(ts[1], 0, 1)
+        tc = tanh(cs[rows])
+        dz = _pre_activation_tangent(ts, rows, dh[:bs], w_hh, _prev_state(hs, h0, steps, k))
         sig = a * (1 - a)
         da = dz * concatenate([sig[:, :2 * n], 1 - a_g * a_g, sig[:, 3 * n:]], axis=1)
         dc_new = (da[:, n:2 * n] * _prev_state(cs, c0, steps, k) + a_f * dc[:bs]
@@ -425,11 +458,9 @@ def _lstm_scan_tangent(ts: dict, out: Any, gi: Any, w_hh: Any, h0: Any, c0: Any,
             if 4 in ts:
                 dh_new = dh_new + (a_o * tc) @ swapaxes(ts[4], 0, 1)
         pieces[k] = concatenate([dh_new, dc_new, da], axis=1)
-        dh = dh_new if bs == big_n else concatenate([dh_new, dh[bs:]], axis=0)
-        dc = dc_new if bs == big_n else concatenate([dc_new, dc[bs:]], axis=0)
-    if reverse:
-        pieces = pieces[::-1]
-    return concatenate(pieces + [concatenate([dh, dc, zeros_like(out[s:, p + n:])], axis=1)], axis=0)
+        dh = _carry(dh_new, dh, bs, big_n)
+        dc = _carry(dc_new, dc, bs, big_n)
+    return _in_time_order(pieces, reverse, concatenate([dh, dc, zeros_like(out[s:, p + n:])], axis=1))
 
 
 def _lstm_scan_flops(out: Any, gi: Any, w_hh: Any, h0: Any, c0: Any, w_hr: Any = None, **params: Any) -> int:
@@ -492,11 +523,8 @@ def lstm_scan(gi: Any, w_hh: Any, h0: Any, c0: Any, w_hr: Any = None, batch_size
 #   gru_scan(gi (S, 3n), w_hh (3n, n), b_hh (3n,), h0 (N, n)) -> (S + N, 5n)
 # gi = x @ w_ih.T + b_ih; b_hh stays apart (the reset gate multiplies W_hn h + b_hn). Row r < S holds
 # step r's [h | r z n | W_hn h + b_hn], the last N rows the final [h_n | 0].
+@_rounded_once
 def _gru_scan_forward(gi: Any, w_hh: Any, b_hh: Any, h0: Any, *, batch_sizes: tuple, reverse: bool = False) -> Any:
-    low = gi.dtype in LOW_PRECISION
-    if low:                                # 16-bit: computed in float32, rounded once
-        dtype = gi.dtype
-        gi, w_hh, b_hh, h0 = (np.asarray(v, dtype=np.float32) for v in (gi, w_hh, b_hh, h0))
     (s, three_n), big_n = gi.shape, h0.shape[0]
     n = three_n // 3
     out = np.zeros((s + big_n, 5 * n), dtype=np.result_type(gi, w_hh, b_hh, h0))
@@ -522,22 +550,29 @@ def _gru_scan_forward(gi: Any, w_hh: Any, b_hh: Any, h0: Any, *, batch_sizes: tu
         h_new += new
         h[:bs] = h_new
     out[s:, :n] = h
-    return out.astype(dtype) if low else out
+    return out
+
+
+def _gru_sizes(gi: Any, h0: Any, batch_sizes: tuple, reverse: bool) -> tuple:
+    """(S, n, N, the steps) of a GRU layer, as its rules read them."""
+    (s, three_n), big_n = np.shape(raw(gi)), np.shape(raw(h0))[0]
+    return s, three_n // 3, big_n, packed_steps(batch_sizes, reverse)
+
+
+def _gru_saved(out: Any, rows: slice, n: int) -> tuple:
+    """The gates r, z, n and ``W_hn h + b_hn`` that the forward saved in ``rows`` of its output."""
+    return out[rows, n:2 * n], out[rows, 2 * n:3 * n], out[rows, 3 * n:4 * n], out[rows, 4 * n:]
 
 
 def _gru_scan_grads(g: Any, out: Any, gi: Any, w_hh: Any, b_hh: Any, h0: Any, *, batch_sizes: tuple,
                     reverse: bool = False) -> tuple:
     """The cotangents of (gi, w_hh, b_hh, h0), from one backward loop over the steps."""
-    (s, three_n), big_n = np.shape(raw(gi)), np.shape(raw(h0))[0]
-    n = three_n // 3
-    steps = packed_steps(batch_sizes, reverse)
+    s, n, big_n, steps = _gru_sizes(gi, h0, batch_sizes, reverse)
     hs = out[:s, :n]
     dh = g[s:, :n]
     dgi, dgh, h_prev = [None] * len(steps), [None] * len(steps), [None] * len(steps)
-    for k in range(len(steps) - 1, -1, -1):
-        start, bs = steps[k]
-        rows = slice(start, start + bs)
-        r, z, new, ghn = out[rows, n:2 * n], out[rows, 2 * n:3 * n], out[rows, 3 * n:4 * n], out[rows, 4 * n:]
+    for k, rows, bs in _step_rows(steps, backward=True):
+        r, z, new, ghn = _gru_saved(out, rows, n)
         h_prev[k] = _prev_state(hs, h0, steps, k)
         dh_t = g[rows, :n] + dh[:bs]
         d_new = dh_t * (1 - z) + g[rows, 3 * n:4 * n]
@@ -549,25 +584,21 @@ def _gru_scan_grads(g: Any, out: Any, gi: Any, w_hh: Any, b_hh: Any, h0: Any, *,
         dgi[k] = concatenate([d_rz, d_pre_n], axis=1)
         dgh[k] = concatenate([d_rz, d_ghn], axis=1)
         dh_new = dh_t * z + dgh[k] @ w_hh
-        dh = dh_new if bs == big_n else concatenate([dh_new, dh[bs:]], axis=0)
-    order = slice(None, None, -1) if reverse else slice(None)        # the rows' order: time ascending
-    dgh_all = concatenate(dgh[order], axis=0)
-    dw_hh = swapaxes(dgh_all, 0, 1) @ concatenate(h_prev[order], axis=0)
-    return concatenate(dgi[order], axis=0), dw_hh, sum(dgh_all, axis=0), dh
+        dh = _carry(dh_new, dh, bs, big_n)
+    dgh_all = _in_time_order(dgh, reverse)
+    dw_hh = swapaxes(dgh_all, 0, 1) @ _in_time_order(h_prev, reverse)
+    return _in_time_order(dgi, reverse), dw_hh, sum(dgh_all, axis=0), dh
 
 
 def _gru_scan_tangent(ts: dict, out: Any, gi: Any, w_hh: Any, b_hh: Any, h0: Any, *, batch_sizes: tuple,
                       reverse: bool = False) -> Any:
     """The output's tangent for the input tangents ``ts`` ({input index: tangent}), one loop."""
-    (s, three_n), big_n = np.shape(raw(gi)), np.shape(raw(h0))[0]
-    n = three_n // 3
-    steps = packed_steps(batch_sizes, reverse)
+    s, n, big_n, steps = _gru_sizes(gi, h0, batch_sizes, reverse)
     hs = out[:s, :n]
-    dh = ts[3] if 3 in ts else zeros_like(h0)
+    dh = _start_tangent(ts, 3, h0)
     pieces = [None] * len(steps)
-    for k, (start, bs) in enumerate(steps):
-        rows = slice(start, start + bs)
-        r, z, new, ghn = out[rows, n:2 * n], out[rows, 2 * n:3 * n], out[rows, 3 * n:4 * n], out[rows, 4 * n:]
+    for k, rows, bs in _step_rows(steps):
+        r, z, new, ghn = _gru_saved(out, rows, n)
         h_prev = _prev_state(hs, h0, steps, k)
         dgh = dh[:bs] @ swapaxes(w_hh, 0, 1)
         if 1 in ts:
@@ -582,10 +613,8 @@ def _gru_scan_tangent(ts: dict, out: Any, gi: Any, w_hh: Any, b_hh: Any, h0: Any
         d_new = d_pre_n * (1 - new * new)
         dh_new = d_new + d_z * (h_prev - new) + z * (dh[:bs] - d_new)
         pieces[k] = concatenate([dh_new, d_r, d_z, d_new, dgh[:, 2 * n:]], axis=1)
-        dh = dh_new if bs == big_n else concatenate([dh_new, dh[bs:]], axis=0)
-    if reverse:
-        pieces = pieces[::-1]
-    return concatenate(pieces + [concatenate([dh, zeros_like(out[s:, n:])], axis=1)], axis=0)
+        dh = _carry(dh_new, dh, bs, big_n)
+    return _in_time_order(pieces, reverse, concatenate([dh, zeros_like(out[s:, n:])], axis=1))
 
 
 def _gru_scan_flops(out: Any, gi: Any, w_hh: Any, b_hh: Any, h0: Any, **params: Any) -> int:
@@ -628,12 +657,9 @@ def _rnn_act_deriv(h: Any, nonlinearity: str) -> Any:
     return 1 - h * h if nonlinearity == "tanh" else h > 0
 
 
+@_rounded_once
 def _rnn_scan_forward(gi: Any, w_hh: Any, h0: Any, *, batch_sizes: tuple, reverse: bool = False,
                       nonlinearity: str = "tanh") -> Any:
-    low = gi.dtype in LOW_PRECISION
-    if low:                                # 16-bit: computed in float32, rounded once
-        dtype = gi.dtype
-        gi, w_hh, h0 = (np.asarray(v, dtype=np.float32) for v in (gi, w_hh, h0))
     s, big_n = gi.shape[0], h0.shape[0]
     out = np.zeros((s + big_n, h0.shape[1]), dtype=np.result_type(gi, w_hh, h0))
     h, w_t = np.array(h0, dtype=out.dtype), np.ascontiguousarray(w_hh.T)
@@ -647,7 +673,7 @@ def _rnn_scan_forward(gi: Any, w_hh: Any, h0: Any, *, batch_sizes: tuple, revers
             np.maximum(row, 0, out=row)
         h[:bs] = row
     out[s:] = h
-    return out.astype(dtype) if low else out
+    return out
 
 
 def _rnn_scan_grads(g: Any, out: Any, gi: Any, w_hh: Any, h0: Any, *, batch_sizes: tuple, reverse: bool = False,
@@ -657,16 +683,13 @@ def _rnn_scan_grads(g: Any, out: Any, gi: Any, w_hh: Any, h0: Any, *, batch_size
     steps = packed_steps(batch_sizes, reverse)
     hs, dh = out[:s], g[s:]
     dz, h_prev = [None] * len(steps), [None] * len(steps)
-    for k in range(len(steps) - 1, -1, -1):
-        start, bs = steps[k]
-        rows = slice(start, start + bs)
+    for k, rows, bs in _step_rows(steps, backward=True):
         dz[k] = (g[rows] + dh[:bs]) * _rnn_act_deriv(hs[rows], nonlinearity)
         h_prev[k] = _prev_state(hs, h0, steps, k)
         dh_new = dz[k] @ w_hh
-        dh = dh_new if bs == big_n else concatenate([dh_new, dh[bs:]], axis=0)
-    order = slice(None, None, -1) if reverse else slice(None)        # the rows' order: time ascending
-    dz_all = concatenate(dz[order], axis=0)
-    return dz_all, swapaxes(dz_all, 0, 1) @ concatenate(h_prev[order], axis=0), dh
+        dh = _carry(dh_new, dh, bs, big_n)
+    dz_all = _in_time_order(dz, reverse)
+    return dz_all, swapaxes(dz_all, 0, 1) @ _in_time_order(h_prev, reverse), dh
 
 
 def _rnn_scan_tangent(ts: dict, out: Any, gi: Any, w_hh: Any, h0: Any, *, batch_sizes: tuple,
@@ -675,20 +698,13 @@ def _rnn_scan_tangent(ts: dict, out: Any, gi: Any, w_hh: Any, h0: Any, *, batch_
     s, big_n = np.shape(raw(gi))[0], np.shape(raw(h0))[0]
     steps = packed_steps(batch_sizes, reverse)
     hs = out[:s]
-    dh = ts[2] if 2 in ts else zeros_like(h0)
+    dh = _start_tangent(ts, 2, h0)
     pieces = [None] * len(steps)
-    for k, (start, bs) in enumerate(steps):
-        rows = slice(start, start + bs)
-        dz = dh[:bs] @ swapaxes(w_hh, 0, 1)
-        if 0 in ts:
-            dz = dz + ts[0][rows]
-        if 1 in ts:
-            dz = dz + _prev_state(hs, h0, steps, k) @ swapaxes(ts[1], 0, 1)
+    for k, rows, bs in _step_rows(steps):
+        dz = _pre_activation_tangent(ts, rows, dh[:bs], w_hh, _prev_state(hs, h0, steps, k))
         pieces[k] = dz * _rnn_act_deriv(hs[rows], nonlinearity)
-        dh = pieces[k] if bs == big_n else concatenate([pieces[k], dh[bs:]], axis=0)
-    if reverse:
-        pieces = pieces[::-1]
-    return concatenate(pieces + [dh], axis=0)
+        dh = _carry(pieces[k], dh, bs, big_n)
+    return _in_time_order(pieces, reverse, dh)
 
 
 def _rnn_scan_flops(out: Any, gi: Any, w_hh: Any, h0: Any, **params: Any) -> int:

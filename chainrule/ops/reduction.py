@@ -249,15 +249,7 @@ def sum(x: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims: 
     >>> cr.sum(cr.tensor([[1.0, 2.0], [3.0, 4.0]]), axis=0)
     tensor([4., 6.])
     """
-    if out is not None:
-        no_out("sum", out)
-    if dtype is not None:
-        x = astype(x, dtype)
-    mask = _mask(where, x)
-    if mask is not None:
-        x = _where(mask, x, 0)
-    total = _reduce(x, SUM, axis, keepdims)
-    return total if initial is None else total + _initial(total, initial)
+    return _sum_or_prod(x, SUM, axis, dtype, out, keepdims, initial, where)
 
 
 _where = where                       # (``where`` is also a keyword of the reductions)
@@ -267,18 +259,32 @@ def prod(x: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims:
          where: Any = None) -> Any:
     """Product over ``axis``; the gradient is exact even with zeros in the input. ``where`` masks
     entries out, ``initial`` multiplies, as ``numpy.prod``."""
+    return _sum_or_prod(x, PROD, axis, dtype, out, keepdims, initial, where)
+
+
+def _prepare(x: Any, dtype: Any, out: Any, op: str) -> Any:
+    """The shared prologue of the public reductions: refuse ``out=``, cast to ``dtype``."""
     if out is not None:
-        no_out("prod", out)
-    if dtype is not None:
-        x = astype(x, dtype)
+        no_out(op, out)
+    return x if dtype is None else astype(x, dtype)
+
+
+def _sum_or_prod(x: Any, prim: Any, axis: Any, dtype: Any, out: Any, keepdims: bool, initial: Any,
+                 where: Any) -> Any:
+    x = _prepare(x, dtype, out, prim.name)
     mask = _mask(where, x)
     if mask is not None:
-        x = _where(mask, x, 1)
-    total = _reduce(x, PROD, axis, keepdims)
-    return total if initial is None else total * _initial(total, initial)
+        x = _where(mask, x, 0 if prim is SUM else 1)     # masked entries become the identity
+    total = _reduce(x, prim, axis, keepdims)
+    if initial is None:
+        return total
+    return total + _initial(total, initial) if prim is SUM else total * _initial(total, initial)
 
 
-def _extreme(x: Any, prim: Any, axis: Any, keepdims: bool, initial: Any, where: Any) -> Any:
+def _extreme(x: Any, prim: Any, axis: Any, out: Any, keepdims: bool, initial: Any, where: Any) -> Any:
+    x = _prepare(x, None, out, prim.name)
+    if initial is None and where is None:
+        return _reduce(x, prim, axis, keepdims)
     mask = _mask(where, x)
     name = "maximum" if prim is AMAX else "minimum"
     if initial is None:
@@ -298,21 +304,13 @@ def _extreme(x: Any, prim: Any, axis: Any, keepdims: bool, initial: Any, where: 
 def amax(x: Any, axis: Any = None, out: Any = None, keepdims: bool = False, initial: Any = None,
          where: Any = None) -> Any:
     """Maximum over ``axis``; ties share the gradient evenly. ``initial`` and ``where`` as ``numpy.max``."""
-    if out is not None:
-        no_out("amax", out)
-    if initial is None and where is None:
-        return _reduce(x, AMAX, axis, keepdims)
-    return _extreme(x, AMAX, axis, keepdims, initial, where)
+    return _extreme(x, AMAX, axis, out, keepdims, initial, where)
 
 
 def amin(x: Any, axis: Any = None, out: Any = None, keepdims: bool = False, initial: Any = None,
          where: Any = None) -> Any:
     """Minimum over ``axis``; ties share the gradient evenly. ``initial`` and ``where`` as ``numpy.min``."""
-    if out is not None:
-        no_out("amin", out)
-    if initial is None and where is None:
-        return _reduce(x, AMIN, axis, keepdims)
-    return _extreme(x, AMIN, axis, keepdims, initial, where)
+    return _extreme(x, AMIN, axis, out, keepdims, initial, where)
 
 
 max = amax
@@ -334,10 +332,7 @@ def logsumexp(x: Any, axis: Any = None, keepdims: bool = False) -> Any:
 
 def cumsum(x: Any, axis: Any = None, dtype: Any = None, out: Any = None) -> Any:
     """Cumulative sum along ``axis`` (flattened when None), in ``dtype`` if given."""
-    if out is not None:
-        no_out("cumsum", out)
-    if dtype is not None:
-        x = astype(x, dtype)
+    x = _prepare(x, dtype, out, "cumsum")
     return _along(reshape(x, (-1,)), CUMSUM, 0) if axis is None else _along(x, CUMSUM, axis)
 
 
@@ -349,10 +344,7 @@ def cumprod(x: Any, axis: Any = None, dtype: Any = None, out: Any = None) -> Any
     >>> cr.cumprod(x).sum().backward(); x.grad
     tensor([1., 8., 0.])
     """
-    if out is not None:
-        no_out("cumprod", out)
-    if dtype is not None:
-        x = astype(x, dtype)
+    x = _prepare(x, dtype, out, "cumprod")
     return _along(reshape(x, (-1,)), CUMPROD, 0) if axis is None else _along(x, CUMPROD, axis)
 
 
@@ -376,10 +368,7 @@ def _count(x: Any, axis: Any, op: str) -> int:
 def mean(x: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims: bool = False, *,
          where: Any = None) -> Any:
     """Arithmetic mean over ``axis`` (composite: sum / n); ``where`` averages the selected entries."""
-    if out is not None:
-        no_out("mean", out)
-    if dtype is not None:
-        x = astype(x, dtype)
+    x = _prepare(x, dtype, out, "mean")
     if getattr(x, "dtype", None) in LOW_PRECISION:
         return accumulate(lambda v: mean(v, axis, keepdims=keepdims, where=where), x)
     mask = _mask(where, x)
@@ -397,18 +386,13 @@ def var(x: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: int 
         where: Any = None) -> Any:
     """Variance over ``axis`` with ``ddof`` (NumPy's default 0; PyTorch's unbiased is ddof=1), in
     ``dtype`` if given; ``where`` uses only the selected entries."""
-    if out is not None:
-        no_out("var", out)
-    return _var(x if dtype is None else astype(x, dtype), axis, keepdims, ddof, "var", where)
+    return _var(_prepare(x, dtype, out, "var"), axis, keepdims, ddof, "var", where)
 
 
 def std(x: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: int = 0, keepdims: bool = False, *,
         where: Any = None) -> Any:
     """Standard deviation (composite: sqrt of var); the gradient of a constant's std is 0, as PyTorch."""
-    if out is not None:
-        no_out("std", out)
-    if dtype is not None:
-        x = astype(x, dtype)
+    x = _prepare(x, dtype, out, "std")
     if getattr(x, "dtype", None) in LOW_PRECISION:
         return accumulate(lambda v: std(v, axis, ddof=ddof, keepdims=keepdims, where=where), x)
     return _zero_at_zero(sqrt, _var(x, axis, keepdims, ddof, "std", where))
@@ -544,15 +528,13 @@ set_batch(ARGMIN, _batch_arg)
 
 def argmax(x: Any, axis: Any = None, out: Any = None, *, keepdims: bool = False) -> Any:
     """Index of the maximum (non-differentiable integer result)."""
-    if out is not None:
-        no_out("argmax", out)
+    x = _prepare(x, None, out, "argmax")
     return apply(ARGMAX, (x,), {"axis": axis, "keepdims": keepdims})
 
 
 def argmin(x: Any, axis: Any = None, out: Any = None, *, keepdims: bool = False) -> Any:
     """Index of the minimum (non-differentiable integer result)."""
-    if out is not None:
-        no_out("argmin", out)
+    x = _prepare(x, None, out, "argmin")
     return apply(ARGMIN, (x,), {"axis": axis, "keepdims": keepdims})
 
 

@@ -34,6 +34,7 @@ from chainrule.train import lm
 from chainrule.train._launch import _progress, _silent, relaunch
 from chainrule.train._launch import find_mpiexec as find_mpiexec  # (tests and tools use them from here)
 from chainrule.train._launch import launch_env as launch_env
+from chainrule.utils._plotting import pyplot
 
 StepFn = Callable[[nn.Module, optim.Optimizer, Tensor, Tensor], float]
 
@@ -102,13 +103,17 @@ def build_model(kind: str, n_features: int, n_classes: int, generator: Any = Non
     raise ValueError(f"train: unknown model {kind!r}; use 'mlp' or 'cnn'")
 
 
-def train_step(model: nn.Module, optimizer: optim.Optimizer, xb: Tensor, yb: Tensor) -> float:
-    """One update: forward, cross-entropy, backward, optimizer step. Returns the batch loss."""
+def _update(model: nn.Module, optimizer: optim.Optimizer, xb: Tensor, yb: Tensor) -> Tensor:
     optimizer.zero_grad()
     loss = F.cross_entropy(model(xb), yb)
     loss.backward()
     optimizer.step()
-    return float(loss.item())
+    return loss.detach()
+
+
+def train_step(model: nn.Module, optimizer: optim.Optimizer, xb: Tensor, yb: Tensor) -> float:
+    """One update: forward, cross-entropy, backward, optimizer step. Returns the batch loss."""
+    return float(_update(model, optimizer, xb, yb).item())
 
 
 class CompiledStep:
@@ -131,14 +136,6 @@ class CompiledStep:
 
     def __call__(self, model: Any, optimizer: Any, xb: Any, yb: Any) -> float:
         return float(self.compiled(model, optimizer, xb, yb).item())
-
-
-def _update(model: nn.Module, optimizer: optim.Optimizer, xb: Tensor, yb: Tensor) -> Tensor:
-    optimizer.zero_grad()
-    loss = F.cross_entropy(model(xb), yb)
-    loss.backward()
-    optimizer.step()
-    return loss.detach()
 
 
 def epoch_seconds(step: StepFn, model: nn.Module, optimizer: optim.Optimizer, loader: Any) -> float:
@@ -221,11 +218,8 @@ def prepare(path: str | None, kind: str, seed: int) -> tuple:
 
 def save_plots(history: dict, out: str) -> list[str]:
     """Loss and accuracy curves as PNGs in ``out`` (needs matplotlib; returns [] without it)."""
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
+    plt = pyplot()
+    if plt is None:
         return []
     os.makedirs(out, exist_ok=True)
     epochs = range(1, len(history["val_acc"]) + 1)

@@ -20,7 +20,7 @@ from chainrule.core.grad_mode import no_grad
 from chainrule.core.random import manual_seed
 from chainrule.func.compile import compile as compile_step
 from chainrule.optim import AdamW
-from chainrule.train.transformer import GPT, GPTConfig, lm_loss
+from chainrule.train.transformer import GPT, GPTConfig, _replayable
 
 MATMUL_OPS = ("linear", "matmul")
 
@@ -123,12 +123,7 @@ def compiled_tokens_per_second(model: GPT, corpus: data.CharCorpus, batch: int, 
     for compiled in (False, True):
         m = copy.deepcopy(model)
         opt = AdamW(m.parameters(), lr=1e-4)
-
-        def fwd_bwd(x: Any, y: Any, m: GPT = m, opt: AdamW = opt) -> Any:
-            opt.zero_grad()
-            loss = lm_loss(m(x), y)
-            loss.backward()
-            return loss.detach()
+        fwd_bwd = _replayable(m)
         run = compile_step(fwd_bwd) if compiled else fwd_bwd
         rng = np.random.default_rng(seed)
         batches = [corpus.batch("train", batch, m.cfg.n_ctx, generator=rng) for _ in range(steps + 2)]

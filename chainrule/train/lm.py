@@ -32,12 +32,14 @@ from chainrule.train.transformer import (
     CHECKPOINTS,
     GPT,
     GPTConfig,
+    _replayable,
     bits,
     evaluate,
     lm_loss,
     param_groups,
     warmup_cosine,
 )
+from chainrule.utils._plotting import pyplot
 from chainrule.utils.serialization import load, save
 
 PRECISIONS = {"fp32": float32, "bf16": bfloat16, "fp16": float16}
@@ -130,17 +132,6 @@ class Trainer:
         return value
 
 
-def _replayable(net: Any) -> Any:
-    """The fp32 forward+backward as a closure over the model alone: the bound method would reach the
-    trainer's history too (``grad_norms`` grows every step, and cr.compile guards a list's length)."""
-    def forward_backward(x: Tensor, y: Tensor) -> Tensor:
-        net.zero_grad()
-        loss = lm_loss(net(x), y)
-        loss.backward()
-        return loss.detach()
-    return forward_backward
-
-
 def scale_history(history: list[dict]) -> str:
     """GradScaler's scale over the run as runs of steps, and the steps it skipped.
 
@@ -198,11 +189,8 @@ def train(model: GPT, corpus: data.CharCorpus, args: argparse.Namespace, rank: i
 
 def save_plot(history: dict, out: str, unigram_nats: float) -> str | None:
     """The loss curves (train per step, validation, the unigram baseline) as ``out/lm_loss.png``."""
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
+    plt = pyplot()
+    if plt is None:
         return None
     os.makedirs(out, exist_ok=True)
     fig, ax = plt.subplots(figsize=(6, 3.6))

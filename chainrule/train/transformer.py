@@ -176,6 +176,18 @@ def lm_loss(logits: Tensor, targets: Any) -> Tensor:
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
 
 
+def _replayable(net: Any) -> Any:
+    """The fp32 forward+backward as a closure over the model alone, for cr.compile: a bound method of
+    lm's Trainer would reach its history too (``grad_norms`` grows every step, and cr.compile guards
+    a list's length)."""
+    def forward_backward(x: Tensor, y: Tensor) -> Tensor:
+        net.zero_grad()
+        loss = lm_loss(net(x), y)
+        loss.backward()
+        return loss.detach()
+    return forward_backward
+
+
 def param_groups(model: GPT, weight_decay: float) -> list[dict]:
     """AdamW groups: weight decay on the matrices, none on biases, LayerNorms and embeddings' rows
     of position (GPT-2's split: decay what multiplies)."""

@@ -8,6 +8,7 @@ from typing import Any
 
 from chainrule.core.graph import FREED, Packed, walk
 from chainrule.core.tensor import Tensor
+from chainrule.utils._plotting import pyplot
 
 __all__ = ["nodes", "render", "saved_bytes", "to_dot"]
 
@@ -103,11 +104,8 @@ def _label(node: Any, names: dict) -> str:
 
 def _draw_matplotlib(t: Tensor, path: str, params: dict | None, title: str | None) -> bool:
     """A layered drawing (depth from the output) for machines without Graphviz; False if no matplotlib."""
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
+    plt = pyplot()
+    if plt is None:
         return False
     order = nodes(t)
     depth = {id(n): 0 for n in order}

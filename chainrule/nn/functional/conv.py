@@ -57,9 +57,12 @@ def _conv_padding(who: str, padding: Any, kernel: tuple, stride: tuple, dilation
     return tuple((i, i) for i in p)
 
 
-def _prepare(who: str, nd: int, x: Any, weight: Any, stride: Any, dilation: Any) -> tuple:
-    """The shapes checked; ``x`` with a batch axis (an unbatched ``(C, *S)`` input gets N=1), the input's
-    and the weight's shapes, whether the input had none, and stride and dilation as ``nd``-tuples."""
+def _prepare(who: str, nd: int, x: Any, weight: Any, stride: Any, dilation: Any, groups: int,
+             transposed: bool) -> tuple:
+    """The shapes checked against the weight's layout, (out, in/groups, *kernel), or (in, out/groups,
+    *kernel) when ``transposed``; ``x`` with a batch axis (an unbatched ``(C, *S)`` input gets N=1), the
+    input's and the weight's shapes, whether the input had none, stride and dilation as ``nd``-tuples,
+    and ``groups`` as an int."""
     xs, ws = tuple(np.shape(raw(x))), tuple(np.shape(raw(weight)))
     if len(ws) != nd + 2:
         raise ShapeError(f"{who}: the weight must have {nd + 2} dimensions (out, in/groups, *kernel), got "
@@ -74,7 +77,24 @@ def _prepare(who: str, nd: int, x: Any, weight: Any, stride: Any, dilation: Any)
     dilation = _ntuple(dilation, nd, who, "dilation", one_for_all=True)
     if min(stride) < 1 or min(dilation) < 1:
         raise ValueError(f"{who}: stride {stride} and dilation {dilation} must be positive")
-    return x, xs, ws, unbatched, stride, dilation
+    groups = int(groups)
+    channels = xs[-nd - 1]
+    if transposed:
+        if groups < 1 or ws[0] % groups:
+            raise ValueError(f"{who}: groups={groups} must be positive and divide the weight's in channels "
+                             f"{ws[0]} (weight {ws}, laid out (in, out/groups, *kernel))")
+        if channels != ws[0]:
+            raise ShapeError(f"{who}: weight of size {ws} (in, out/groups, *kernel) expects input {xs} to have "
+                             f"{ws[0]} channels, but got {channels}; set in_channels={channels}")
+    else:
+        if groups < 1 or ws[0] % groups:
+            raise ValueError(f"{who}: groups={groups} must be positive and divide the weight's out channels "
+                             f"{ws[0]} (weight {ws})")
+        if channels != ws[1] * groups:
+            raise ShapeError(f"{who}: given groups={groups}, weight of size {ws} expects input {xs} to have "
+                             f"{ws[1] * groups} channels, but got {channels}; set in_channels={channels} (or "
+                             f"reshape the input)")
+    return x, xs, ws, unbatched, stride, dilation, groups
 
 
 def _spatial_positive(who: str, sizes: tuple, xs: tuple, extents: tuple, kernel: tuple) -> None:
@@ -83,51 +103,36 @@ def _spatial_positive(who: str, sizes: tuple, xs: tuple, extents: tuple, kernel:
                          f"{sizes} (input {xs}); use a smaller kernel or dilation, or more padding")
 
 
-def _add_bias(who: str, out: Any, bias: Any, nd: int) -> Any:
-    if bias is None:
-        return out
-    o = np.shape(raw(out))[1]
-    if tuple(np.shape(raw(bias))) != (o,):
-        raise ShapeError(f"{who}: bias must have shape ({o},) (one per output channel), got "
-                         f"{tuple(np.shape(raw(bias)))}")
-    return out + ops.reshape(bias, (o,) + (1,) * nd)
+def _finish(who: str, out: Any, bias: Any, nd: int, unbatched: bool) -> Any:
+    """``out`` plus the bias (one per output channel), without the batch axis again for an unbatched input."""
+    if bias is not None:
+        o = np.shape(raw(out))[1]
+        if tuple(np.shape(raw(bias))) != (o,):
+            raise ShapeError(f"{who}: bias must have shape ({o},) (one per output channel), got "
+                             f"{tuple(np.shape(raw(bias)))}")
+        out = out + ops.reshape(bias, (o,) + (1,) * nd)
+    return ops.reshape(out, np.shape(raw(out))[1:]) if unbatched else out
 
 
 def _convnd(who: str, nd: int, x: Any, weight: Any, bias: Any, stride: Any, padding: Any, dilation: Any,
             groups: int) -> Any:
-    x, xs, ws, unbatched, stride, dilation = _prepare(who, nd, x, weight, stride, dilation)
-    shape = tuple(np.shape(raw(x)))
-    groups = int(groups)
-    if groups < 1 or ws[0] % groups:
-        raise ValueError(f"{who}: groups={groups} must be positive and divide the weight's out channels "
-                         f"{ws[0]} (weight {ws})")
-    if shape[1] != ws[1] * groups:
-        raise ShapeError(f"{who}: given groups={groups}, weight of size {ws} expects input {xs} to have "
-                         f"{ws[1] * groups} channels, but got {shape[1]}; set in_channels={shape[1]} (or "
-                         f"reshape the input)")
+    x, xs, ws, unbatched, stride, dilation, groups = _prepare(who, nd, x, weight, stride, dilation, groups,
+                                                              transposed=False)
     kernel = ws[2:]
     pads = _conv_padding(who, padding, kernel, stride, dilation)
     extents = tuple(d * (k - 1) + 1 for k, d in zip(kernel, dilation))
-    sizes = tuple(s + lo + hi for s, (lo, hi) in zip(shape[2:], pads))
+    sizes = tuple(s + lo + hi for s, (lo, hi) in zip(xs[-nd:], pads))
     _spatial_positive(who, sizes, xs, extents, kernel)
     # the rows after the last window are never read: pad less after (or crop), so the primitive fits
     fit = tuple((s - e) // st * st + e for s, e, st in zip(sizes, extents, stride))
     pads = tuple((lo, hi - (s - f)) for (lo, hi), s, f in zip(pads, sizes, fit))
-    out = _add_bias(who, conv(x, weight, stride, dilation, groups, pads), bias, nd)
-    return ops.reshape(out, np.shape(raw(out))[1:]) if unbatched else out
+    return _finish(who, conv(x, weight, stride, dilation, groups, pads), bias, nd, unbatched)
 
 
 def _conv_transposend(who: str, nd: int, x: Any, weight: Any, bias: Any, stride: Any, padding: Any,
                       output_padding: Any, groups: int, dilation: Any) -> Any:
-    x, xs, ws, unbatched, stride, dilation = _prepare(who, nd, x, weight, stride, dilation)
-    shape = tuple(np.shape(raw(x)))
-    groups = int(groups)
-    if groups < 1 or ws[0] % groups:
-        raise ValueError(f"{who}: groups={groups} must be positive and divide the weight's in channels "
-                         f"{ws[0]} (weight {ws}, laid out (in, out/groups, *kernel))")
-    if shape[1] != ws[0]:
-        raise ShapeError(f"{who}: weight of size {ws} (in, out/groups, *kernel) expects input {xs} to have "
-                         f"{ws[0]} channels, but got {shape[1]}; set in_channels={shape[1]}")
+    x, xs, ws, unbatched, stride, dilation, groups = _prepare(who, nd, x, weight, stride, dilation, groups,
+                                                              transposed=True)
     kernel = ws[2:]
     if isinstance(padding, str):
         raise ValueError(f"{who}: padding must be an int or {nd} ints (no 'same' or 'valid' for transposed "
@@ -139,15 +144,14 @@ def _conv_transposend(who: str, nd: int, x: Any, weight: Any, bias: Any, stride:
     if any(e >= max(s, d) for e, s, d in zip(extra, stride, dilation)):
         raise ValueError(f"{who}: output_padding {extra} must be smaller than either stride {stride} or "
                          f"dilation {dilation} in each axis")
-    full = tuple((p - 1) * s + d * (k - 1) + 1 for p, k, s, d in zip(shape[2:], kernel, stride, dilation))
+    full = tuple((p - 1) * s + d * (k - 1) + 1 for p, k, s, d in zip(xs[-nd:], kernel, stride, dilation))
     size = tuple(f - 2 * p + e for f, p, e in zip(full, pad, extra))
     if min(size) < 1:
         raise ShapeError(f"{who}: the output would have spatial size {size} (input {xs}, kernel {kernel}, "
                          f"stride {stride}, padding {pad}); use less padding")
     # the grid less padding before and after; output_padding extends it after (with zeros past its end)
     out = conv_transpose(x, weight, stride, dilation, groups, tuple((p, p - e) for p, e in zip(pad, extra)))
-    out = _add_bias(who, out, bias, nd)
-    return ops.reshape(out, np.shape(raw(out))[1:]) if unbatched else out
+    return _finish(who, out, bias, nd, unbatched)
 
 
 def conv1d(input: Any, weight: Any, bias: Any = None, stride: Any = 1, padding: Any = 0, dilation: Any = 1,

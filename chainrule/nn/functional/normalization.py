@@ -134,6 +134,12 @@ def _update_running(buf: Any, value: Any, momentum: float, name: str, who: str) 
         buf._bump()
 
 
+def _update_running_stats(running_mean: Any, running_var: Any, mean: Any, unbiased_var: Any, momentum: float,
+                          who: str) -> None:
+    _update_running(running_mean, mean, momentum, "running_mean", who)
+    _update_running(running_var, unbiased_var, momentum, "running_var", who)
+
+
 def _affine(out: Any, weight: Any, bias: Any, ndim: int) -> Any:
     if weight is not None:
         out = out * _along_channels(weight, ndim)
@@ -231,9 +237,8 @@ def _batch_norm(x: Any, running_mean: Any, running_var: Any, weight: Any, bias: 
             return _batch_norm_train(x, running_mean, running_var, weight, bias, momentum, eps, low, count, who)
         if running_mean is not None:
             m = _check_momentum(momentum, who)
-            _update_running(running_mean, _stat_value(mean, who), m, "running_mean", who)
             unbiased = _stat_value(var, who) * (count / (count - 1))
-            _update_running(running_var, unbiased, m, "running_var", who)
+            _update_running_stats(running_mean, running_var, _stat_value(mean, who), unbiased, m, who)
     else:
         if running_mean is None:
             raise ValueError(f"{who}: running_mean and running_var are needed when training=False "
@@ -253,8 +258,7 @@ def _batch_norm_train(x: Any, running_mean: Any, running_var: Any, weight: Any, 
     if running_mean is not None:
         m = _check_momentum(momentum, who)
         mean, var = batch_norm_stats(x, eps)
-        _update_running(running_mean, mean, m, "running_mean", who)
-        _update_running(running_var, var * (count / (count - 1)), m, "running_var", who)
+        _update_running_stats(running_mean, running_var, mean, var * (count / (count - 1)), m, who)
     return _round_back(out, low)
 
 
@@ -291,8 +295,7 @@ def _instance_norm(x: Any, running_mean: Any, running_var: Any, weight: Any, bia
             m = _check_momentum(momentum, who)
             mean_v = _stat_value(mean, who).reshape(shape[0], c).mean(axis=0)
             var_v = (_stat_value(var, who) * (count / (count - 1))).reshape(shape[0], c).mean(axis=0)
-            _update_running(running_mean, mean_v, m, "running_mean", who)
-            _update_running(running_var, var_v, m, "running_var", who)
+            _update_running_stats(running_mean, running_var, mean_v, var_v, m, who)
     else:
         if running_mean is None:
             raise ValueError(f"{who}: use_input_stats=False normalises with running_mean and "

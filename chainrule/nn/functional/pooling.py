@@ -71,13 +71,18 @@ def _pool_args(d: int, who: str, kernel_size: Any, stride: Any, padding: Any, di
                  ((kernel_size, "kernel_size"), (stride, "stride"), (padding, "padding"), (dilation, "dilation")))
 
 
-def _geometry(sizes: tuple, k: tuple, s: tuple, p: tuple, dil: tuple, ceil_mode: bool,
-              who: str) -> tuple[int, ...]:
-    for name, v in (("kernel_size", k), ("stride", s), ("dilation", dil)):
+def _check_window(who: str, padding: tuple, **positive: tuple) -> None:
+    """Each of ``positive`` (kernel_size, stride, dilation: per-axis tuples) positive, ``padding`` not negative."""
+    for name, v in positive.items():
         if min(v) <= 0:
             raise ValueError(f"{who}: {name} must be positive, got {v}")
-    if min(p) < 0:
-        raise ValueError(f"{who}: padding must be non-negative, got {p}")
+    if min(padding) < 0:
+        raise ValueError(f"{who}: padding must be non-negative, got {padding}")
+
+
+def _geometry(sizes: tuple, k: tuple, s: tuple, p: tuple, dil: tuple, ceil_mode: bool,
+              who: str) -> tuple[int, ...]:
+    _check_window(who, p, kernel_size=k, stride=s, dilation=dil)
     if any(pj > kj // 2 for pj, kj in zip(p, k)):
         raise ValueError(f"{who}: padding should be at most half of kernel size (as torch), got padding={p} "
                          f"and kernel_size={k}; use padding <= kernel_size // 2, or pad the input with "

@@ -19,6 +19,7 @@ from chainrule.core.errors import ShapeError
 from chainrule.nn.functional.conv import _ntuple
 from chainrule.nn.functional.pooling import (
     _adaptive_avg_pool,
+    _check_window,
     _floating,
     _in_planes,
     _take_axis,
@@ -216,11 +217,7 @@ def interpolate(input: Any, size: Any = None, scale_factor: Any = None, mode: st
 def _blocks(sizes: tuple, kernel: tuple, dilation: tuple, padding: tuple, stride: tuple,
             who: str) -> tuple[tuple[int, ...], Any]:
     """The grid of sliding blocks and each block element's flat index in the padded plane, (K, L)."""
-    for name, v in (("kernel_size", kernel), ("dilation", dilation), ("stride", stride)):
-        if min(v) <= 0:
-            raise ValueError(f"{who}: {name} must be positive, got {v}")
-    if min(padding) < 0:
-        raise ValueError(f"{who}: padding must be non-negative, got {padding}")
+    _check_window(who, padding, kernel_size=kernel, dilation=dilation, stride=stride)
     padded = tuple(n + 2 * p for n, p in zip(sizes, padding))
     blocks = tuple((n - dl * (k - 1) - 1) // s + 1 for n, k, dl, s in zip(padded, kernel, dilation, stride))
     if min(blocks) < 1:

@@ -13,7 +13,13 @@ from chainrule.core.tensor import Tensor
 from chainrule.nn import functional as F
 from chainrule.nn import init
 from chainrule.nn.module import Module, Parameter
-from chainrule.nn.utils.parametrizations import _TRANSPOSED, _norm_dim, norm_except_dim, weight_norm_value
+from chainrule.nn.utils.parametrizations import (
+    _TRANSPOSED,
+    _norm_dim,
+    _weight_to_matrix,
+    norm_except_dim,
+    weight_norm_value,
+)
 
 __all__ = ["weight_norm", "remove_weight_norm", "spectral_norm", "remove_spectral_norm"]
 
@@ -24,6 +30,12 @@ def _parameter(module: Module, name: str, who: str) -> Parameter:
         raise ValueError(f"{who}: module {type(module).__name__} has no parameter named {name!r}; its "
                          f"parameters are {[k for k, p in module._parameters.items() if p is not None]}")
     return weight
+
+
+def _check_no_hook(module: Module, kind: type, name: str, who: str) -> None:
+    for hook in module._forward_pre_hooks.values():
+        if isinstance(hook, kind) and hook.name == name:
+            raise RuntimeError(f"{who}: cannot register two {who} hooks on the same parameter {name!r}")
 
 
 class WeightNorm:
@@ -38,10 +50,7 @@ class WeightNorm:
 
     @staticmethod
     def apply(module: Module, name: str, dim: int | None) -> WeightNorm:
-        for hook in module._forward_pre_hooks.values():
-            if isinstance(hook, WeightNorm) and hook.name == name:
-                raise RuntimeError(f"weight_norm: cannot register two weight_norm hooks on the same "
-                                   f"parameter {name!r}")
+        _check_no_hook(module, WeightNorm, name, "weight_norm")
         fn = WeightNorm(name, dim)
         weight = _parameter(module, name, "weight_norm")
         if fn.dim != -1:
@@ -116,9 +125,7 @@ class SpectralNorm:
         self.name, self.dim, self.n_power_iterations, self.eps = name, dim, n_power_iterations, eps
 
     def reshape_weight_to_matrix(self, weight: Tensor) -> Tensor:
-        if self.dim != 0:
-            weight = ops.permute_dims(weight, (self.dim, *(d for d in range(weight.ndim) if d != self.dim)))
-        return ops.reshape(weight, (weight.shape[0], -1))
+        return _weight_to_matrix(weight, self.dim)
 
     def compute_weight(self, module: Module, do_power_iteration: bool) -> Tensor:
         weight = getattr(module, self.name + "_orig")
@@ -147,10 +154,7 @@ class SpectralNorm:
 
     @staticmethod
     def apply(module: Module, name: str, n_power_iterations: int, dim: int, eps: float) -> SpectralNorm:
-        for hook in module._forward_pre_hooks.values():
-            if isinstance(hook, SpectralNorm) and hook.name == name:
-                raise RuntimeError(f"spectral_norm: cannot register two spectral_norm hooks on the same "
-                                   f"parameter {name!r}")
+        _check_no_hook(module, SpectralNorm, name, "spectral_norm")
         weight = _parameter(module, name, "spectral_norm")
         fn = SpectralNorm(name, n_power_iterations, _norm_dim(dim, weight.ndim, "spectral_norm"), eps)
         with no_grad():

@@ -19,6 +19,15 @@ from chainrule.nn.utils import parametrize
 __all__ = ["orthogonal", "weight_norm", "spectral_norm"]
 
 
+def _tensor_attribute(module: Module, name: str, who: str) -> Tensor:
+    """``module.<name>``, which must be a tensor (a parameter or a buffer, parametrized or not)."""
+    weight = getattr(module, name, None)
+    if not isinstance(weight, Tensor):
+        raise ValueError(f"{who}: module {type(module).__name__} has no parameter or buffer with name "
+                         f"{name!r}; its parameters are {list(module._parameters)}")
+    return weight
+
+
 def _householder_product(a: Tensor, tau: Tensor) -> Tensor:
     """``torch.linalg.householder_product``: the first ``k`` columns of ``H_0 ... H_{k-1}``,
     ``H_i = I - tau_i v_i v_i^H`` with ``v_i`` the column ``i`` of ``a`` below the diagonal and 1 on it."""
@@ -127,10 +136,7 @@ def orthogonal(module: Module, name: str = "weight", orthogonal_map: str | None 
     >>> w = m.weight.detach().numpy(); bool(np.allclose(w @ w.T, np.eye(3)))
     True
     """
-    weight = getattr(module, name, None)
-    if not isinstance(weight, Tensor):
-        raise ValueError(f"orthogonal: module {type(module).__name__} has no parameter or buffer with name "
-                         f"{name!r}; its parameters are {list(module._parameters)}")
+    weight = _tensor_attribute(module, name, "orthogonal")
     if weight.ndim < 2:
         raise ValueError(f"orthogonal: expected a matrix or batch of matrices, got a tensor of {weight.ndim} "
                          f"dimensions (shape {weight.shape})")
@@ -191,10 +197,7 @@ def weight_norm(module: Module, name: str = "weight", dim: int | None = 0) -> Mo
     >>> list(m.state_dict()), m.parametrizations.weight.original0.shape
     (['bias', 'parametrizations.weight.original0', 'parametrizations.weight.original1'], (2, 1))
     """
-    weight = getattr(module, name, None)
-    if not isinstance(weight, Tensor):
-        raise ValueError(f"weight_norm: module {type(module).__name__} has no parameter or buffer with name "
-                         f"{name!r}; its parameters are {list(module._parameters)}")
+    weight = _tensor_attribute(module, name, "weight_norm")
     if dim is not None and dim != -1:
         _norm_dim(dim, weight.ndim, "weight_norm")
     parametrize.register_parametrization(module, name, _WeightNorm(dim), unsafe=True)
@@ -215,6 +218,13 @@ def _old_weight_norm_keys(name: str) -> Any:
     return rename
 
 
+def _weight_to_matrix(weight: Tensor, dim: int) -> Tensor:
+    """``weight`` as a matrix for spectral norm: axis ``dim`` first, the others flattened into the columns."""
+    if dim != 0:
+        weight = ops.permute_dims(weight, (dim, *(d for d in range(weight.ndim) if d != dim)))
+    return ops.reshape(weight, (weight.shape[0], -1))
+
+
 class _SpectralNorm(Module):
     def __init__(self, weight: Tensor, n_power_iterations: int = 1, dim: int = 0, eps: float = 1e-12) -> None:
         super().__init__()
@@ -226,18 +236,13 @@ class _SpectralNorm(Module):
         self.eps = eps
         if ndim > 1:
             self.n_power_iterations = n_power_iterations
-            weight_mat = self._reshape_weight_to_matrix(weight.detach())
+            weight_mat = _weight_to_matrix(weight.detach(), self.dim)
             h, w = weight_mat.shape
             u = init.normal_(Tensor(np.empty(h, weight.dtype)))
             v = init.normal_(Tensor(np.empty(w, weight.dtype)))
             self.register_buffer("_u", F.normalize(u, dim=0, eps=self.eps))
             self.register_buffer("_v", F.normalize(v, dim=0, eps=self.eps))
             self._power_method(weight_mat, 15)
-
-    def _reshape_weight_to_matrix(self, weight: Tensor) -> Tensor:
-        if self.dim != 0:
-            weight = ops.permute_dims(weight, (self.dim, *(d for d in range(weight.ndim) if d != self.dim)))
-        return ops.reshape(weight, (weight.shape[0], -1))
 
     def _power_method(self, weight_mat: Tensor, n_power_iterations: int) -> None:
         # the buffers change in place (as PyTorch's out=), so a forward's clone of them is what it saves
@@ -250,7 +255,7 @@ class _SpectralNorm(Module):
     def forward(self, weight: Tensor) -> Tensor:
         if weight.ndim == 1:
             return F.normalize(weight, dim=0, eps=self.eps)
-        weight_mat = self._reshape_weight_to_matrix(weight)
+        weight_mat = _weight_to_matrix(weight, self.dim)
         if self.training:
             self._power_method(weight_mat, self.n_power_iterations)
         u, v = self._u.clone(), self._v.clone()
@@ -279,10 +284,7 @@ def spectral_norm(module: Module, name: str = "weight", n_power_iterations: int 
     >>> float(cr.linalg.svd(m.weight.detach())[1][0]) > 0.99
     True
     """
-    weight = getattr(module, name, None)
-    if not isinstance(weight, Tensor):
-        raise ValueError(f"spectral_norm: module {type(module).__name__} has no parameter or buffer with name "
-                         f"{name!r}; its parameters are {list(module._parameters)}")
+    weight = _tensor_attribute(module, name, "spectral_norm")
     if dim is None:
         dim = 1 if isinstance(module, _TRANSPOSED) else 0
     parametrize.register_parametrization(module, name, _SpectralNorm(weight, n_power_iterations, dim, eps))

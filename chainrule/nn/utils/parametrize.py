@@ -70,6 +70,23 @@ def _maybe_set(dest: Tensor, src: Tensor) -> None:
             dest._bump()
 
 
+def _try_right_inverse(parametrization: Module, value: Any) -> Any:
+    """``parametrization.right_inverse(value)``, or ``value`` itself when it has none (or raises
+    NotImplementedError)."""
+    if hasattr(parametrization, "right_inverse"):
+        try:
+            return parametrization.right_inverse(value)
+        except NotImplementedError:
+            pass
+    return value
+
+
+def _must_be_tensor(value: Any, what: str) -> Tensor:
+    if not isinstance(value, Tensor):
+        raise ValueError(f"register_parametrization: {what} must return a tensor, got {type(value).__name__}")
+    return value
+
+
 class ParametrizationList(ModuleList):
     """The parametrizations of one tensor and its originals: ``module.parametrizations[name]``, made by
     ``register_parametrization`` (not meant to be built by hand). Calling it computes the tensor.
@@ -92,11 +109,7 @@ class ParametrizationList(ModuleList):
         with no_grad():
             new: Any = original
             for module in reversed(list(self)):
-                if hasattr(module, "right_inverse"):
-                    try:
-                        new = module.right_inverse(new)
-                    except NotImplementedError:
-                        pass
+                new = _try_right_inverse(module, new)
         if not isinstance(new, (Tensor, Sequence)):
             raise ValueError(f"register_parametrization: 'right_inverse' must return a Tensor or a sequence of "
                              f"tensors (list, tuple...), got {type(new).__name__}")
@@ -121,10 +134,7 @@ class ParametrizationList(ModuleList):
                     originali.requires_grad_(original.requires_grad)
                 _register_parameter_or_buffer(self, f"original{i}", originali)
         if not self.unsafe:
-            z = self()
-            if not isinstance(z, Tensor):
-                raise ValueError(f"register_parametrization: a parametrization must return a tensor, got "
-                                 f"{type(z).__name__}")
+            z = _must_be_tensor(self(), "a parametrization")
             if z.dtype != original_dtype or z.shape != original_shape:
                 raise ValueError(f"register_parametrization: registering a parametrization may not change the "
                                  f"dtype or the shape of the tensor, unless unsafe=True: unparametrized "
@@ -265,21 +275,12 @@ def register_parametrization(module: Module, tensor_name: str, parametrization: 
     if is_parametrized(module, tensor_name):
         if not unsafe:
             y = getattr(module, tensor_name)
-            x = parametrization(y)
-            if not isinstance(x, Tensor):
-                raise ValueError(f"register_parametrization: a parametrization must return a tensor, got "
-                                 f"{type(x).__name__}")
+            x = _must_be_tensor(parametrization(y), "a parametrization")
             _check_same("the parametrization", x, y, tensor_name)
-            if hasattr(parametrization, "right_inverse"):
-                try:
-                    z = parametrization.right_inverse(x)
-                except NotImplementedError:
-                    pass
-                else:
-                    if not isinstance(z, Tensor):
-                        raise ValueError(f"register_parametrization: parametrization.right_inverse must return "
-                                         f"a tensor, got {type(z).__name__}")
-                    _check_same("parametrization.right_inverse", z, y, tensor_name)
+            z = _try_right_inverse(parametrization, x)
+            if z is not x:                  # x itself when there is none: already checked
+                _must_be_tensor(z, "parametrization.right_inverse")
+                _check_same("parametrization.right_inverse", z, y, tensor_name)
         plist = module.parametrizations[tensor_name]
         plist.append(parametrization)
         plist.unsafe |= unsafe
