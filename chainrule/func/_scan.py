@@ -271,6 +271,8 @@ def _layout(values: list) -> tuple:
 
 def _flatten_call(args: tuple, kwargs: dict) -> tuple[list, Any]:
     """``flatten((args, kwargs))``; positional leaves only (the common call) without the walk."""
+    if not args and not kwargs:
+        return [], 0
     if not kwargs and not any(isinstance(x, (dict, list, tuple)) for x in args):
         return list(args), len(args)
     return flatten((args, kwargs))
@@ -358,11 +360,22 @@ def _fill(tpl: tuple, vals: dict) -> Any:
 
 
 def _generate(entries: list, checks: list, outs: list) -> Callable:
-    """The tape as one Python function of the slot list: each entry one call (no loop, no indexing)
-    on local variables; it writes the output slots back into the list. The locals are registers: a
-    slot's is reused once the slot is dead, so a replay frees its temporaries as eager execution
-    does (keeping every one to the end made the GPT step replay 25 % slower than eager) without a
-    ``del`` per slot (which doubled the time to compile the function)."""
+    """The tape as one Python function of the slot list: it reads its inputs from the list and writes
+    the output slots back into it."""
+    names, reads, body, written = _tape(entries, checks, outs)
+    lines = [f"{r} = v[{j}]" for j, r in reads] + body + [f"v[{o}] = {r}" for o, r in written]
+    src = "def run(v):\n" + "".join(f"    {line}\n" for line in lines + ["return None"])
+    exec(builtins.compile(src, "<cr.compile tape>", "exec"), names)   # noqa: S102 - our own code
+    return names["run"]
+
+
+def _tape(entries: list, checks: list, outs: list) -> tuple[dict, list, list, list]:
+    """The tape as lines of Python: each entry one call (no loop, no indexing) on local variables,
+    ``r0``, ``r1``, ... The locals are registers: a slot's is reused once the slot is dead, so a
+    replay frees its temporaries as eager execution does (keeping every one to the end made the GPT
+    step replay 25 % slower than eager) without a ``del`` per slot (which doubled the time to
+    compile the function). Returns the names the lines use, the (slot, register) pairs to load
+    first, the lines, and the (slot, register) of each of ``outs`` at the end."""
     names: dict = {"_fill": _fill, "_post": _post, "_check": _check, "_asarray": np.asarray}
     produced: set = set()
     lines: list = []                    # (the line with {slot} fields, the slots it reads, the slot it makes)
@@ -374,6 +387,7 @@ def _generate(entries: list, checks: list, outs: list) -> Callable:
             read.add(slot)
         last[slot] = len(lines)
         return f"\x00{slot}\x00"
+    again = _recomputed(entries, checks, outs)
     c = 0
     for k in range(len(entries) + 1):
         while c < len(checks) and checks[c][0] == k:        # value guards: in their place
@@ -383,9 +397,14 @@ def _generate(entries: list, checks: list, outs: list) -> Callable:
         if k == len(entries):
             break
         fn, ins, kw, dyn, o, post = entries[k]
+        if o in again:
+            continue
         names[f"f{k}"] = fn
-        args = ", ".join(use(i) for i in ins)
-        if dyn is not None:
+        args = ", ".join(use(again.get(i, i)) for i in ins)
+        if fn is _getitem_with_ellipsis and dyn is None:        # a constant index: the subscript itself
+            names[f"p{k}"] = kw["index"]
+            call = f"{args}[p{k}]"
+        elif dyn is not None:
             names[f"p{k}"], names[f"d{k}"] = kw, dyn
             env = "{" + ", ".join(f"{j}: {use(j)}" for j in sorted({j for _, t in dyn for j in _slots_of(t)})) + "}"
             kws = f"**{{**p{k}, **{{key: _fill(tpl, {env}) for key, tpl in d{k}}}}}"
@@ -402,8 +421,8 @@ def _generate(entries: list, checks: list, outs: list) -> Callable:
             call = f"_post({call}, q{k})"
         lines.append((call, o))
         produced.add(o)
-    keep = set(outs)
-    read |= keep - produced                 # (an output no entry makes: an argument, a constant)
+    keep = dict.fromkeys(outs)              # (in order, once each)
+    read |= keep.keys() - produced          # (an output no entry makes: an argument, a constant)
     reg: dict = {}
     free: list = []
     ends: dict = {}
@@ -414,7 +433,7 @@ def _generate(entries: list, checks: list, outs: list) -> Callable:
     def assign(slot: int) -> str:
         reg[slot] = free.pop() if free else f"r{len(reg) + len(free)}"
         return reg[slot]
-    head = [f"{assign(j)} = v[{j}]" for j in sorted(read)]
+    reads = [(j, assign(j)) for j in sorted(read)]
     body = []
     for n, (code, o) in enumerate(lines):
         parts = code.split("\x00")                           # text, slot, text, ...: the inputs' registers
@@ -424,10 +443,33 @@ def _generate(entries: list, checks: list, outs: list) -> Callable:
         body.append(code if o is None else f"{assign(o)} = {code}")
         if o is not None and o not in keep and o not in last:
             free.append(reg[o])                              # made and never read (an in-place target)
-    body += [f"v[{o}] = {reg[o]}" for o in outs]
-    src = "def run(v):\n" + "".join(f"    {line}\n" for line in head + body + ["return None"])
-    exec(builtins.compile(src, "<cr.compile tape>", "exec"), names)   # noqa: S102 - our own code
-    return names["run"]
+    return names, reads, body, [(o, reg[o]) for o in keep]
+
+
+def _recomputed(entries: list, checks: list, outs: list) -> dict:
+    """The entries that call a ufunc an earlier entry called on the same slots, with no write in
+    between: their slot -> the earlier one, whose array then serves both (the backward of ``d * d``
+    computes ``g * d`` twice). Only where both results are read by plain ufunc calls alone: never
+    written, returned, checked or indexed, so nobody sees that they are one array."""
+    pure = [type(e[0]) is np.ufunc and not e[2] and e[3] is None and e[5] in (None, "asarray") for e in entries]
+    shareable: dict = {}                # slot -> read by plain ufunc calls only
+    for e, ok in zip(entries, pure):
+        for s in e[1]:
+            shareable[s] = shareable.get(s, True) and ok
+        for _, tpl in e[3] or ():
+            shareable.update(dict.fromkeys(_slots_of(tpl), False))
+    shareable.update(dict.fromkeys([c[1] for c in checks] + list(outs), False))
+    first: dict = {}
+    again: dict = {}
+    for e, ok in zip(entries, pure):
+        if not ok:
+            first.clear()                   # (a call that may write: the same ufunc may now compute another value)
+            continue
+        key = (e[0], tuple([again.get(s, s) for s in e[1]]) if again else e[1], e[5])
+        was = first.setdefault(key, e[4])
+        if was != e[4] and shareable.get(was, True) and shareable.get(e[4], True):
+            again[e[4]] = was
+    return again
 
 
 def _slots_of(tpl: tuple) -> list:

@@ -20,17 +20,16 @@ from typing import Any, Callable
 from chainrule.core import _constants, _dtypes
 from chainrule.core import random as _random
 from chainrule.core._backend import ndarray, np
-from chainrule.core._pytree import flatten, unflatten
+from chainrule.core._pytree import LEAF, flatten, unflatten
 from chainrule.core._registry import _PY_NUMBERS, _PY_RESULTS, _WIDE, _keep_low_precision, _python_scalars
 from chainrule.core.errors import CompileError
 from chainrule.core.grad_mode import STATE, state_scope
 from chainrule.core.tensor import Tensor, wrap
+from chainrule.func._guards import MISS, describe_guards, fast_guard, whole_call
 from chainrule.func._scan import (
     _DIRECT,
-    _GONE,
     _SCALARS,
     _alias,
-    _describe_miss,
     _direct,
     _Draw,
     _flatten_call,
@@ -70,6 +69,7 @@ _STRAIGHT_RULES = frozenset({
     "matmul", "einsum", "concatenate", "softmax", "log_softmax", "softmax_cross_entropy", "conv",
     "conv_transpose", "conv_weight", "layer_norm", "layer_norm_backward",
 })
+_WHOLE_ENTRIES = 256       # a shorter plain tape runs as one function with its guards (~8 us a line to compile)
 _KEEPS_ZERO = "keeps_zero"
 # straight-line rules but for ``keeping_zero``'s test, which a capture tapes (a kernel and a value
 # guard); power's base rule branches on its exponent's zeros too: straight for a Python exponent only
@@ -541,6 +541,9 @@ class _Capture:
         self.scan_roots = rec.scan.roots
         self.value_guards = [v for v in rec.scan.values if not _read_by_island(v, rec)]
         out_leaves, self.out_tree = flatten(out)
+        t = self.out_tree                    # (a flat tuple or list of leaves: rebuilt without the walk)
+        flat = t is not LEAF and t[0] in (tuple, list) and all(c is LEAF for c in t[2])
+        self.rebuild = t[0] if flat else functools.partial(unflatten, t)
         self.outs = [self._output(rec, x, leaves) for x in out_leaves]
         needed = {o[1] for o in self.outs if o[0] in ("tensor", "array")}
         needed |= {c[1] for c in rec.checks}
@@ -610,6 +613,8 @@ class _Capture:
                                  | {w[0][1] for w in self.grad_writes if w[0][0] == "path"}
                                  | {i[1] for i in self.islands})
         self.run: Callable | None = None
+        self.fast: Callable | None = None     # the guards as code, and for a short plain capture the
+        self.call: Callable | None = None     # whole call as code (guards, tape, .grad writes, outputs)
         self.drew = rec.drew
         self.bumps: list = []                # (which tensor, taped writes): its version moves as eagerly
         families: set = set()
@@ -635,6 +640,8 @@ class _Capture:
             self.layout = _layout(objs)
         if not rec.islands:
             self._verify(rec, leaves, out_leaves)
+        self.whole = len(self.entries) <= _WHOLE_ENTRIES and not (
+            self.islands or self.drew or self.restore or self.checks or self.bumps)
 
     def _verify(self, rec: _Recorder, leaves: list, out_leaves: list) -> None:
         """Replay the tape once on the capture's own inputs (a copy of the externals it wrote into,
@@ -711,95 +718,14 @@ class _Capture:
     # -- a call --
     def guard(self, leaves: list, tree: Any, state: tuple) -> tuple[str | None, list]:
         """None and the values of the externals if every guard passes, else the failing guard's message."""
-        if tree != self.tree:
-            return "the arguments' structure changed", []
-        if state != self.state:
-            return _state_miss(state, self.state), []
-        for i, (want, x) in enumerate(zip(self.leaf_guards, leaves)):
-            if want[0] == "tensor":                 # the common case, inline: a miss is described below
-                d = x.data if type(x) is want[1] else None
-                if d is not None and d.shape == want[2] and (d.dtype is want[3] or d.dtype == want[3]) \
-                        and x._requires_grad is want[4] and not (want[4] and (x.grad_fn is not None
-                                                                             or _hooks_of(x) != want[5])):
-                    continue
-            elif want[0] == "array" and type(x) is want[1] and x.shape == want[2] and x.dtype == want[3]:
-                continue
-            miss = _describe_miss(self.names[i], want, x)
-            if miss is not None:
-                return miss, []
-        roots = {}
-        for root in self.used_roots:
-            try:
-                roots[root] = self.scan_roots[root]()
-            except Exception:
-                roots[root] = _GONE
-        exts = []
-        for s, root, steps, via, want, name in self.exts:
-            obj = _walk(roots[root], steps)
-            if type(obj) is want[1]:                # the common cases, inline (as the arguments')
-                if not via:
-                    if obj.shape == want[2] and obj.dtype is want[3]:
-                        exts.append((s, obj))
-                        continue
-                elif obj.data.shape == want[2] and obj.data.dtype is want[3] and obj._requires_grad is want[4] \
-                        and obj.grad_fn is None and _hooks_of(obj) == want[5]:
-                    exts.append((s, obj.data))
-                    continue
-            miss = f"{name}: no longer found" if obj is _GONE else _describe_miss(name, want, obj)
-            if miss is None and via and obj.grad_fn is not None:
-                miss = f"{name}: now a tensor with a grad_fn"
-            if miss is not None:
-                return miss, []
-            exts.append((s, obj.data if via else obj))
-        for root, steps, name, requires_grad, hooks in self.graph_guards:
-            t = _walk(roots[root], steps)
-            if t is not _GONE and (t._requires_grad is not requires_grad or _hooks_of(t) != hooks):
-                return (f"{name}: requires_grad {t._requires_grad} != {requires_grad}" if t._requires_grad
-                        is not requires_grad else f"{name}: its hooks changed ({len(_hooks_of(t))} now, "
-                        f"{len(hooks)} captured)"), []
-        for root, steps, name, i in self.leaf_paths:
-            if _walk(roots[root], steps) is not leaves[i]:
-                return f"{name}: no longer the tensor passed as {self.names[i]}", []
-        arrays = [x.data if isinstance(x, Tensor) else x for x in leaves if isinstance(x, (Tensor, ndarray))]
-        arrays += [arr for _, arr in exts]
-        if (len({id(a) for a in arrays}) != len(arrays)) if self.distinct else _alias(arrays) != self.alias:
-            return "the arguments share memory differently (the same tensor passed twice?)", []
-        if self.layout is not None and _layout(arrays) != self.layout:
-            return "an array's memory layout (strides, writeable) changed: the step writes in place", []
-        for root, steps, name, value in self.value_guards:
-            now = _walk(roots[root], steps)
-            if not _same(now, value):
-                return f"{name}: value {'(gone)' if now is _GONE else repr(now)} != {value!r}", []
-        for opt, root, steps, name, ids in self.islands:
-            if _walk(roots[root], steps) is not opt:
-                return f"{name}: no longer the optimizer captured", []
-            if tuple(id(p) for group in opt.param_groups for p in group["params"]) != ids:
-                return f"{name}: its parameters changed", []
-        targets = []
-        for where, s, from_none in self.grad_writes:
-            t = leaves[where[1]] if where[0] == "leaf" else _walk(roots[where[1]], where[2])
-            if t is _GONE:
-                return f"{where[3]}: no longer found", []
-            if from_none and t.__dict__.get("grad") is not None:
-                name = self.names[where[1]] if where[0] == "leaf" else where[3]
-                return (f"{name}.grad: a gradient is present (the capture started from None: the "
-                        f"backward would add to it)"), []
-            targets.append((t, s))
-        bumped = []
-        for where, count in self.bumps:
-            t = leaves[where[1]] if where[0] == "leaf" else _walk(roots[where[1]], where[2])
-            if t is _GONE:
-                return f"{where[3]}: no longer found", []
-            bumped.append((t, count))
-        return None, (exts, targets, bumped)
+        if self.fast is None:                   # generated once, at the first call after the capture
+            self.fast = fast_guard(self)
+            self.call = whole_call(self) if self.whole else None
+        found = self.fast(leaves, tree, state)
+        return (None, found) if found is not None else describe_guards(self, leaves, tree, state)
 
-    def replay(self, leaves: list, exts: Any) -> Any:
-        exts, targets, bumped = exts
-        vals = self.init[:]
-        for s, i, data in self.args:
-            vals[s] = leaves[i].data if data else leaves[i]
-        for s, arr in exts:
-            vals[s] = arr
+    def replay(self, leaves: list, found: Any) -> Any:
+        vals, targets, bumped = found
         if self.run is None:                    # compiled once, at the first replay (~25 us per entry)
             self.run = _generate(self.entries, self.checks,
                                  [o[1] for o in self.outs if o[0] in ("tensor", "array")]
@@ -834,27 +760,13 @@ class _Capture:
         return self._outputs(vals, leaves, grads)
 
     def _outputs(self, vals: list, leaves: list, grads: dict) -> Any:
-        out = []
-        for o in self.outs:
-            kind = o[0]
-            if kind == "tensor":
-                out.append(grads[o[1]] if o[1] in grads else wrap(vals[o[1]]))   # p.grad returned: itself
-            elif kind == "array":
-                out.append(vals[o[1]])
-            elif kind == "leaf":
-                out.append(leaves[o[1]])
-            else:
-                out.append(o[1])
-        return unflatten(self.out_tree, out)
+        return self.rebuild([(grads[x] if x in grads else wrap(vals[x])) if kind == "tensor"   # p.grad: itself
+                             else vals[x] if kind == "array" else leaves[x] if kind == "leaf" else x
+                             for kind, x in self.outs])
 
 
 def _state() -> tuple:
     return (STATE.grad_enabled, _dtypes.get_default_dtype(), STATE.safe_zero)
-
-
-def _state_miss(now: tuple, was: tuple) -> str:
-    return next(f"{name}: {a} != {b}" for name, a, b in
-                zip(("grad mode", "default dtype", "safe-zero cotangents"), now, was) if a != b)
 
 
 _RARE_FEATURES = (("vmap_levels", "inside cr.vmap"), ("fw_levels", "inside forward mode (cr.jvp, dual_level)"),
@@ -914,7 +826,20 @@ class Compiled:
         state = _state()
         miss = None                              # the newest capture's failing guard
         for cap in reversed(self.captures):
-            failed, exts = cap.guard(leaves, tree, state)
+            if cap.call is not None:
+                try:
+                    out = cap.call(leaves, tree, state)
+                except Exception:                # a kernel refused these values: eager raises its error
+                    if cap.effects:
+                        raise
+                    return self._eager(args, kwargs)
+                if out is not MISS:
+                    self._counts[1] += 1
+                    return out
+            exts = cap.fast(leaves, tree, state) if cap.fast is not None else None
+            failed = None
+            if exts is None:
+                failed, exts = cap.guard(leaves, tree, state)
             if failed is None:
                 try:
                     out = cap.replay(leaves, exts)
