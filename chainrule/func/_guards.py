@@ -164,8 +164,7 @@ def whole_call(cap: Any) -> Callable:
     islands, random draws or version bumps (``_Capture.whole``)."""
     src = _Source("_MISS")
     slots, targets, _ = _guard_lines(cap, src)
-    outs = [o[1] for o in cap.outs if o[0] in ("tensor", "array")] + [w[1] for w in cap.grad_writes if w[1] is not None]
-    names, reads, body, written = _tape(cap.entries, cap.checks, outs)
+    names, reads, body, written = _tape(cap.entries, cap.checks, cap.kept)
     for key in names:
         src.names.setdefault(key, names[key])
     src.names["_wrap"] = wrap

@@ -369,6 +369,44 @@ def _generate(entries: list, checks: list, outs: list) -> Callable:
     return names["run"]
 
 
+def _interpret(entries: list, checks: list, outs: list, vals: list) -> None:
+    """What ``_generate``'s function computes, by a plain loop over the entries, on the slot list
+    (a capture's check of its own tape: generating the code costs ~10 us a line, more than the
+    whole eager step, so that waits for the first replay). A slot is dropped after its last read."""
+    again = _recomputed(entries, checks, outs)
+    last: dict = {}
+    for k, e in enumerate(entries):
+        for s in e[1]:
+            last[s] = k
+        for _, tpl in e[3] or ():
+            last.update(dict.fromkeys(_slots_of(tpl), k))
+    for at, s, *_ in checks:
+        last[s] = max(last.get(s, at), at)
+    dead: dict = {}
+    keep = set(outs)
+    for s, k in last.items():
+        if s not in keep:
+            dead.setdefault(k, []).append(s)
+    c = 0
+    for k, (fn, ins, kw, dyn, o, post) in enumerate(entries):
+        while c < len(checks) and checks[c][0] <= k:
+            _check(checks[c], vals)
+            c += 1
+        if o in again:
+            vals[o] = vals[again[o]]
+        else:
+            args = [vals[again.get(i, i)] for i in ins]
+            if dyn is not None:
+                kw = {**kw, **{key: _fill(tpl, vals) for key, tpl in dyn}}
+            r = fn(*args, **kw) if kw else fn(*args)
+            vals[o] = r if post is None else _post(r, post)
+        for s in dead.get(k, ()):
+            if s not in again.values():
+                vals[s] = None
+    for check in checks[c:]:
+        _check(check, vals)
+
+
 def _tape(entries: list, checks: list, outs: list) -> tuple[dict, list, list, list]:
     """The tape as lines of Python: each entry one call (no loop, no indexing) on local variables,
     ``r0``, ``r1``, ... The locals are registers: a slot's is reused once the slot is dead, so a

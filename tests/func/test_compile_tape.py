@@ -7,7 +7,7 @@ import pytest
 
 import chainrule as cr
 from chainrule.func._guards import MISS, describe_guards
-from chainrule.func._scan import _flatten_call, _recomputed
+from chainrule.func._scan import _flatten_call, _generate, _interpret, _recomputed
 from chainrule.func.compile import _state
 from chainrule.func.compile import compile as cr_compile
 
@@ -183,3 +183,23 @@ def test_a_capture_with_a_value_check_takes_the_long_way():
     cap = step.captures[-1]
     assert cap.checks and not cap.whole and cap.call is None and cap.fast is not None
     assert step.cache_info().replays == 1
+
+
+def test_the_verifying_loop_computes_what_the_generated_code_computes():
+    w = cr.tensor(np.array([0.3, -0.7, 1.1]), requires_grad=True)
+
+    @cr_compile
+    def step(x):
+        w.grad = None
+        d = cr.tanh(w * x).sum() - 0.25
+        (d * d + cr.exp(w).sum()).backward()
+        return w.grad, d.detach()
+
+    for _ in range(3):
+        step(cr.tensor(np.array([0.5, -1.2, 2.0])))
+    cap = step.captures[-1]
+    found = cap.fast(*_flatten_call((cr.tensor(np.array([2.0, 0.1, -0.3])),), {}), _state())
+    looped, generated = found[0][:], found[0][:]
+    _interpret(cap.entries, cap.checks, cap.kept, looped)
+    _generate(cap.entries, cap.checks, cap.kept)(generated)
+    assert all(looped[s].tobytes() == generated[s].tobytes() for s in cap.kept)
