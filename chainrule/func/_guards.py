@@ -85,7 +85,10 @@ def _guard_lines(cap: Any, src: _Source) -> tuple[list, list, list]:
             src.fail_if(f"{x} is not {src.const(want[1])}")
     slots = [(s, f"_x{i}.data" if data else f"_x{i}") for s, i, data in cap.args]
     for root in cap.used_roots:
-        out.append(f"_r{root} = {src.const(cap.scan_roots[root])}()")
+        code = cap.root_codes[root]
+        out.append(f"_r{root} = " + (f"{src.const(code[1])}.cell_contents" if code and code[0] == "cell" else
+                                     f"{src.const(code[1])}[{src.const(code[2])}]" if code else
+                                     f"{src.const(cap.scan_roots[root])}()"))
     for k, (s, root, steps, via, want, _) in enumerate(cap.exts):
         o = f"_o{k}"
         out.append(f"{o} = {src.walk(root, steps)}")

@@ -53,13 +53,15 @@ class _Scan:
         self.objects: dict[int, tuple] = {}     # id(object) -> (object, root index, steps, name)
         self.roots: list[Callable[[], Any]] = []
         self.root_names: list[str] = []
+        self.root_codes: list[tuple | None] = []   # a root as code for the guards: ("cell", c), ("item", d, k)
         self.seen: set[int] = set()
         self.generators: list[tuple] = []       # (NumPy generator, name): its state is compared around a capture
         self.code_names: set = set()            # every name the scanned user code mentions
 
-    def add_root(self, getter: Callable[[], Any], name: str) -> None:
+    def add_root(self, getter: Callable[[], Any], name: str, code: tuple | None = None) -> None:
         self.roots.append(getter)
         self.root_names.append(name)
+        self.root_codes.append(code)
         try:
             obj = getter()
         except Exception:
@@ -143,7 +145,7 @@ class _Scan:
         if fn.__defaults__ or fn.__kwdefaults__:
             self.add_root(lambda f=fn: (f.__defaults__, f.__kwdefaults__), f"{code.co_name}'s defaults")
         for i, cell in enumerate(fn.__closure__ or ()):
-            self.add_root(lambda cell=cell: cell.cell_contents, code.co_freevars[i])
+            self.add_root(lambda cell=cell: cell.cell_contents, code.co_freevars[i], ("cell", cell))
         glob = fn.__globals__
         names = _code_names(code)
         self.code_names |= names
@@ -154,9 +156,10 @@ class _Scan:
             if isinstance(obj, types.ModuleType):   # ``cfg.SCALE``: the module's attributes the code names
                 if not obj.__name__.startswith(("chainrule", "numpy")):
                     for attr in names & obj.__dict__.keys():
-                        self.add_root(lambda obj=obj, attr=attr: obj.__dict__[attr], f"{nm}.{attr}")
+                        self.add_root(lambda obj=obj, attr=attr: obj.__dict__[attr], f"{nm}.{attr}",
+                                      ("item", obj.__dict__, attr))
             else:
-                self.add_root(lambda nm=nm: glob[nm], nm)
+                self.add_root(lambda nm=nm: glob[nm], nm, ("item", glob, nm))
 
 
 _HYPERPARAMETERS = ((True, "param_groups"), (True, "defaults"), (True, "state"))
@@ -452,8 +455,8 @@ def _tape(entries: list, checks: list, outs: list) -> tuple[dict, list, list, li
             call = f"f{k}({args + ', ' if args else ''}**p{k})"
         else:
             call = f"f{k}({args})"
-        if post == "asarray":
-            call = f"_asarray({call})"
+        if post == "asarray":                        # (kept where ufuncs read it: they take a 0-d array
+            call = f"_asarray({call})"               # faster than a NumPy scalar, 350 ns against 560)
         elif post is not None:
             names[f"q{k}"] = post
             call = f"_post({call}, q{k})"

@@ -539,7 +539,7 @@ class _Capture:
             if isinstance(x, Tensor) and x._requires_grad and x.grad_fn is not None:
                 raise _Refused(f"{name} is a non-leaf tensor that requires grad (a graph from outside "
                                f"the step); pass it detached")
-        self.scan_roots = rec.scan.roots
+        self.scan_roots, self.root_codes = rec.scan.roots, rec.scan.root_codes
         self.value_guards = [v for v in rec.scan.values if not _read_by_island(v, rec)]
         out_leaves, self.out_tree = flatten(out)
         t = self.out_tree                    # (a flat tuple or list of leaves: rebuilt without the walk)
