@@ -1,8 +1,9 @@
-"""A capture's guards as one generated Python function (``cr.compile``): the checks of
-``_Capture.guard`` unrolled, with the shapes, dtypes and paths as constants, so that a cache hit
-costs a few attribute loads per guard instead of a loop over tuples. It answers only "all pass"
-(the values the replay needs) or None; on None, ``_Capture.guard`` runs its checks again and names
-the one that failed, so the messages stay in one place."""
+"""A capture's guards as generated Python (``cr.compile``): the checks unrolled, with the shapes,
+dtypes and paths as constants, so that a cache hit costs a few attribute loads per guard instead of
+a loop over tuples. ``fast_guard`` answers "all pass" (with the slots the tape starts from) or None;
+``whole_call`` runs a short capture's whole call (guards, tape, ``.grad`` writes, outputs) as one
+function. On a miss ``describe_guards`` checks the guards again one by one and names the one that
+failed, so the messages stay in one place."""
 from __future__ import annotations
 
 import builtins
@@ -193,21 +194,13 @@ def whole_call(cap: Any) -> Callable:
 
 
 def describe_guards(cap: Any, leaves: list, tree: Any, state: tuple) -> tuple[str | None, Any]:
-    """The guards one by one: None and what the replay needs if all pass, else the first failing
-    guard's message (``step.last_miss``)."""
+    """The guards one by one (after ``fast_guard`` said no, or raised): None and what the replay
+    needs if all pass, else the first failing guard's message (``step.last_miss``)."""
     if tree != cap.tree:
         return "the arguments' structure changed", []
     if state != cap.state:
         return _state_miss(state, cap.state), []
     for i, (want, x) in enumerate(zip(cap.leaf_guards, leaves)):
-        if want[0] == "tensor":                 # the common case, inline: a miss is described below
-            d = x.data if type(x) is want[1] else None
-            if d is not None and d.shape == want[2] and (d.dtype is want[3] or d.dtype == want[3]) \
-                    and x._requires_grad is want[4] and not (want[4] and (x.grad_fn is not None
-                                                                         or _hooks_of(x) != want[5])):
-                continue
-        elif want[0] == "array" and type(x) is want[1] and x.shape == want[2] and x.dtype == want[3]:
-            continue
         miss = _describe_miss(cap.names[i], want, x)
         if miss is not None:
             return miss, []
@@ -220,15 +213,6 @@ def describe_guards(cap: Any, leaves: list, tree: Any, state: tuple) -> tuple[st
     exts = []
     for s, root, steps, via, want, name in cap.exts:
         obj = _walk(roots[root], steps)
-        if type(obj) is want[1]:                # the common cases, inline (as the arguments')
-            if not via:
-                if obj.shape == want[2] and obj.dtype is want[3]:
-                    exts.append((s, obj))
-                    continue
-            elif obj.data.shape == want[2] and obj.data.dtype is want[3] and obj._requires_grad is want[4] \
-                    and obj.grad_fn is None and _hooks_of(obj) == want[5]:
-                exts.append((s, obj.data))
-                continue
         miss = f"{name}: no longer found" if obj is _GONE else _describe_miss(name, want, obj)
         if miss is None and via and obj.grad_fn is not None:
             miss = f"{name}: now a tensor with a grad_fn"

@@ -717,7 +717,8 @@ class _Capture:
 
     # -- a call --
     def guard(self, leaves: list, tree: Any, state: tuple) -> tuple[str | None, list]:
-        """None and the values of the externals if every guard passes, else the failing guard's message."""
+        """(None, what the replay needs: the slots, the ``.grad`` targets, the version bumps) if every
+        guard passes, else (the failing guard's message, [])."""
         if self.fast is None:                   # generated once, at the first call after the capture
             self.fast = fast_guard(self)
             self.call = whole_call(self) if self.whole else None
