@@ -10,8 +10,10 @@ import builtins
 from typing import Any, Callable
 
 from chainrule.core._backend import ndarray
+from chainrule.core._dtypes import get_default_dtype
+from chainrule.core.grad_mode import STATE
 from chainrule.core.tensor import Tensor, wrap
-from chainrule.func._scan import _GONE, _alias, _describe_miss, _hooks_of, _layout, _same, _tape, _walk
+from chainrule.func._scan import _GONE, _alias, _describe_miss, _flatten_call, _hooks_of, _layout, _same, _tape, _walk
 
 
 class _Source:
@@ -58,12 +60,25 @@ class _Source:
         return f"_same({now}, {self.const(value)})"
 
 
-def _guard_lines(cap: Any, src: _Source) -> tuple[list, list, list]:
+def _guard_lines(cap: Any, src: _Source, call: bool = False) -> tuple[list, list, list]:
     """Append ``cap``'s guards to ``src`` (its locals start with ``_``: the tape's are ``r0``, ``f0``,
     ...); returns the (slot, local) pairs the tape starts from, the (tensor local, slot) pairs whose
-    ``.grad`` a replay sets, and the (tensor local, count) pairs whose version it bumps."""
+    ``.grad`` a replay sets, and the (tensor local, count) pairs whose version it bumps. ``call``:
+    the function takes the call's ``args, kwargs`` and finds the leaves and the state itself (a
+    positional call without containers, the common one, without flattening it)."""
     out = src.lines
-    src.fail_if(f"tree != {src.const(cap.tree)} or state != {src.const(cap.state)}")
+    state = f"(_d['grad_enabled'], _default_dtype(), _d['safe_zero']) != {src.const(cap.state)}"
+    if not call:
+        src.fail_if(f"tree != {src.const(cap.tree)} or state != {src.const(cap.state)}")
+    elif type(cap.tree) is int:                  # (what _flatten_call makes of such a call)
+        out.append("_d = _STATE.__dict__")
+        src.fail_if(f"kwargs or _d['rare'] or len(args) != {cap.tree} or {state}")
+        out.append("leaves = args")
+    else:
+        out.append("_d = _STATE.__dict__")
+        src.fail_if("_d['rare']")
+        out.append("leaves, tree = _flatten_call(args, kwargs)")
+        src.fail_if(f"tree != {src.const(cap.tree)} or {state}")
     arrays = []                          # the arrays whose aliasing and layout are guarded, in order
     for i, want in enumerate(cap.leaf_guards):
         x = f"_x{i}"
@@ -137,12 +152,12 @@ def _guard_lines(cap: Any, src: _Source) -> tuple[list, list, list]:
     return slots, targets, bumped
 
 
-def _function(src: _Source, name: str, guarded: list, after: list) -> Callable:
-    """``def name(leaves, tree, state)``: the guard lines (``src.miss`` where one fails or raises), then ``after``."""
+def _function(src: _Source, signature: str, guarded: list, after: list) -> Callable:
+    """``def signature``: the guard lines (``src.miss`` where one fails or raises), then ``after``."""
     body = "".join(f"        {line}\n" for line in guarded)
     rest = "".join(f"    {line}\n" for line in after)
-    code = (f"def {name}(leaves, tree, state):\n    try:\n{body}    except Exception:\n        return {src.miss}\n"
-            f"{rest}")
+    name = signature[:signature.index("(")]
+    code = f"def {signature}:\n    try:\n{body}    except Exception:\n        return {src.miss}\n{rest}"
     exec(builtins.compile(code, f"<cr.compile {name}>", "exec"), src.names)   # noqa: S102 - our own code
     return src.names[name]
 
@@ -155,19 +170,21 @@ def fast_guard(cap: Any) -> Callable:
     fill = [f"_slots = {src.const(cap.init)}[:]"] + [f"_slots[{s}] = {x}" for s, x in slots]
     listed = (f"[{', '.join(f'({t}, {s})' for t, s in targets)}], "
               f"[{', '.join(f'({t}, {count})' for t, count in bumped)}]")
-    return _function(src, "check", src.lines + fill + [f"return _slots, {listed}"], [])
+    return _function(src, "check(leaves, tree, state)", src.lines + fill + [f"return _slots, {listed}"], [])
 
 
 MISS = object()               # what a whole call answers when a guard fails
 
 
 def whole_call(cap: Any) -> Callable:
-    """A short capture's call as one function, ``call(leaves, tree, state)``: the guards, the tape on
-    the guards' locals and the writes of ``.grad`` and the outputs, or ``MISS`` where a guard fails
-    (then ``Compiled`` takes the long way, which names it). For captures without value checks,
-    islands, random draws or version bumps (``_Capture.whole``)."""
+    """A short capture's call as one function of the call's arguments, ``call(args, kwargs)``: the
+    guards, the tape on the guards' locals and the writes of ``.grad`` and the outputs, or ``MISS``
+    where a guard fails or a rarely used feature is on (then ``Compiled`` takes the long way, which
+    names the guard). For captures without value checks, islands, random draws or version bumps
+    (``_Capture.whole``)."""
     src = _Source("_MISS")
-    slots, targets, _ = _guard_lines(cap, src)
+    src.names.update(_STATE=STATE, _default_dtype=get_default_dtype, _flatten_call=_flatten_call)
+    slots, targets, _ = _guard_lines(cap, src, call=True)
     names, reads, body, written = _tape(cap.entries, cap.checks, cap.kept)
     for key in names:
         src.names.setdefault(key, names[key])
@@ -190,7 +207,7 @@ def whole_call(cap: Any) -> Callable:
         tail.append(f"return ({''.join(f'{i}, ' for i in items)})")
     else:
         tail.append(f"return {src.const(cap.rebuild)}([{', '.join(items)}])")
-    return _function(src, "call", src.lines, loads + body + tail)
+    return _function(src, "call(args, kwargs)", src.lines, loads + body + tail)
 
 
 def describe_guards(cap: Any, leaves: list, tree: Any, state: tuple) -> tuple[str | None, Any]:

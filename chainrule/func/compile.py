@@ -785,6 +785,7 @@ class Compiled:
             raise ValueError(f"cr.compile: max_captures must be a positive int, got {max_captures!r}")
         self.fn, self.max_captures, self.on_miss = fn, max_captures, on_miss
         self.captures: list[_Capture] = []
+        self._hot: _Capture | None = None
         self.last_miss: str | None = None
         self.eager_reason: str | None = None
         self._counts = [0, 0, 0, 0]
@@ -810,6 +811,17 @@ class Compiled:
         return self.fn(*args, **kwargs)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        hot = self._hot            # the newest capture, once replayed, when its whole call is one function
+        if hot is not None:        # (the older captures, and the newest before it is hot, take the long way)
+            try:
+                out = hot.call(args, kwargs)
+            except Exception:                    # a kernel refused these values: eager raises its error
+                if hot.effects:
+                    raise
+                return self._eager(args, kwargs)
+            if out is not MISS:
+                self._counts[1] += 1
+                return out
         d = STATE.__dict__
         if d["rare"]:
             if d["recorder"] is not None:            # inside another capture: its ops are recorded there
@@ -825,16 +837,6 @@ class Compiled:
         state = _state()
         miss = None                              # the newest capture's failing guard
         for cap in reversed(self.captures):
-            if cap.call is not None:
-                try:
-                    out = cap.call(leaves, tree, state)
-                except Exception:                # a kernel refused these values: eager raises its error
-                    if cap.effects:
-                        raise
-                    return self._eager(args, kwargs)
-                if out is not MISS:
-                    self._counts[1] += 1
-                    return out
             exts = cap.fast(leaves, tree, state) if cap.fast is not None else None
             failed = None
             if exts is None:
@@ -851,6 +853,8 @@ class Compiled:
             if failed is not None:
                 miss = miss or failed
                 continue
+            if cap is self.captures[-1] and cap.call is not None:
+                self._hot = cap
             self._counts[1] += 1
             return out
         if self.captures:
@@ -895,10 +899,11 @@ class Compiled:
             rec.finish(out)
             cap = _Capture(rec, leaves, tree, out, state)
         except _Refused as e:
-            self.eager_reason = str(e)
+            self.eager_reason, self._hot = str(e), None
             self._warn("refused", f"the step cannot be replayed: {e}; it runs eagerly")
             return out
         self.captures.append(cap)
+        self._hot = None                         # (the newest capture is tried first: it becomes hot once replayed)
         return out
 
 

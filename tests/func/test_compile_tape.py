@@ -159,11 +159,12 @@ def test_a_short_plain_capture_runs_as_one_function():
     cap = step.captures[-1]
     assert cap.whole and cap.call is not None
     x = cr.tensor(np.array([0.25, 3.0]))
-    got = cap.call(*_flatten_call((x,), {}), _state())
+    got = cap.call((x,), {})
     assert w.grad is got[0]                       # the replay set .grad to what it returned
     want = loss(x)
     assert all(a.data.tobytes() == b.data.tobytes() for a, b in zip(got, want))
-    assert cap.call(*_flatten_call((cr.tensor(np.ones(3)),), {}), _state()) is MISS
+    assert cap.call((cr.tensor(np.ones(3)),), {}) is MISS
+    assert cap.call((x,), {"extra": 1}) is MISS and cap.call((x, x), {}) is MISS
 
 
 def test_a_capture_with_a_value_check_takes_the_long_way():
@@ -203,3 +204,48 @@ def test_the_verifying_loop_computes_what_the_generated_code_computes():
     _interpret(cap.entries, cap.checks, cap.kept, looped)
     _generate(cap.entries, cap.checks, cap.kept)(generated)
     assert all(looped[s].tobytes() == generated[s].tobytes() for s in cap.kept)
+
+
+def test_the_hot_capture_leaves_rare_states_and_misses_to_the_long_way():
+    w = cr.tensor(np.array([0.5, -1.0]), requires_grad=True)
+
+    def loss(x):
+        w.grad = None
+        (cr.tanh(w * x) ** 2).sum().backward()
+        return w.grad
+
+    step = cr_compile(loss)
+    x = cr.tensor(np.array([1.0, 2.0]))
+    for _ in range(3):
+        step(x)
+    assert step._hot is step.captures[-1]
+    with pytest.warns(UserWarning, match="detect_anomaly"), cr.detect_anomaly():
+        got = step(x)                               # a rare state: eagerly, as the long way does
+    assert step.cache_info().eager_runs == 1 and got.data.tobytes() == loss(x).data.tobytes()
+    x32, n = cr.tensor(np.array([1.0, 2.0], np.float32)), len(step.captures)
+    step(x32)                                       # a miss: a new capture, not hot before its first replay
+    assert len(step.captures) == n + 1 and step._hot is None
+    step(x32)
+    assert step._hot is step.captures[-1]
+    before = step.cache_info().replays
+    step(x)                                         # the older capture still replays (the long way)
+    assert step.cache_info().replays == before + 1
+
+
+def test_a_refused_capture_ends_the_hot_path_too():
+    w = cr.tensor(np.array([0.5, -1.0, 2.0]))
+
+    def f(x):
+        return (w[:x.shape[0]] * x).detach() if x.shape[0] == 2 else cr.tensor(x.tolist())
+
+    step = cr_compile(f)
+    two = cr.tensor(np.array([1.0, 2.0]))
+    for _ in range(3):
+        step(two)
+    assert step._hot is not None
+    with pytest.warns(UserWarning, match="cannot be replayed"):
+        step(cr.tensor(np.ones(3)))                 # .tolist(): refused, and every later call is eager
+    assert step._hot is None and step.eager_reason is not None
+    eager = step.cache_info().eager_runs
+    step(two)
+    assert step.cache_info().eager_runs == eager + 1
